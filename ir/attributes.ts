@@ -1,0 +1,228 @@
+// Instruction attributes: the typed form of what XLA's text shows after the operand list
+// (`dimensions={1}`, `slice={[0:2:1]}`, `window={size=3x3 ...}`, `lhs_contracting_dims={1}`, ...)
+// and of the matching fields of HloInstructionProto. One flat record with optional fields: each
+// opcode uses the fields its shape rule names (see ir/shape_inference.ts for which).
+
+import type { Literal } from "./literal.ts";
+
+export type ComparisonDirection = "EQ" | "NE" | "LT" | "LE" | "GT" | "GE";
+export const COMPARISON_DIRECTIONS: readonly ComparisonDirection[] = [
+  "EQ",
+  "NE",
+  "LT",
+  "LE",
+  "GT",
+  "GE",
+];
+
+/**
+ * XLA's comparison type (`type=TOTALORDER` in text). Default (absent): FLOAT for floats,
+ * SIGNED/UNSIGNED for integers. TOTALORDER orders -NaN < -Inf < ... < -0 < +0 < ... < Inf < NaN.
+ */
+export type ComparisonType = "FLOAT" | "TOTALORDER" | "SIGNED" | "UNSIGNED";
+
+export type FusionKind = "kLoop" | "kInput" | "kOutput" | "kCustom";
+
+/** One dim of a `slice`: elements start, start+stride, ... below limit. */
+export interface SliceDim {
+  start: number;
+  limit: number;
+  stride: number;
+}
+
+/** One dim of a `pad`: negative edge padding removes elements. */
+export interface PaddingDim {
+  low: number;
+  high: number;
+  interior: number;
+}
+
+/** One dim of a window (`convolution`, `reduce-window`), as XLA's WindowDimension. */
+export interface WindowDim {
+  size: number;
+  stride: number;
+  padLow: number;
+  padHigh: number;
+  /** Dilation of the window (rhs_dilate in text). */
+  windowDilation: number;
+  /** Dilation of the base (lhs_dilate in text). */
+  baseDilation: number;
+  windowReversal: boolean;
+}
+
+export interface DotDimensionNumbers {
+  lhsBatch: number[];
+  rhsBatch: number[];
+  lhsContracting: number[];
+  rhsContracting: number[];
+}
+
+/**
+ * Convolution dims as XLA's ConvolutionDimensionNumbers. Text form: `dim_labels=b01f_01io->b01f`
+ * (input: b batch, f feature, digits spatial; kernel: i input feature, o output feature).
+ */
+export interface ConvDimensionNumbers {
+  inputBatch: number;
+  inputFeature: number;
+  inputSpatial: number[];
+  kernelInputFeature: number;
+  kernelOutputFeature: number;
+  kernelSpatial: number[];
+  outputBatch: number;
+  outputFeature: number;
+  outputSpatial: number[];
+}
+
+export interface GatherDimensionNumbers {
+  offsetDims: number[];
+  collapsedSliceDims: number[];
+  startIndexMap: number[];
+  indexVectorDim: number;
+  operandBatchingDims: number[];
+  startIndicesBatchingDims: number[];
+}
+
+export interface ScatterDimensionNumbers {
+  updateWindowDims: number[];
+  insertedWindowDims: number[];
+  scatterDimsToOperandDims: number[];
+  indexVectorDim: number;
+  inputBatchingDims: number[];
+  scatterIndicesBatchingDims: number[];
+}
+
+export interface Attributes {
+  /** parameter: its number. */
+  parameterNumber?: number;
+  /** constant: its value (shape equals the instruction's shape). */
+  literal?: Literal;
+  /** iota: the dim that counts up. */
+  iotaDimension?: number;
+  /**
+   * broadcast (operand dim i maps to result dim dimensions[i]), transpose (permutation),
+   * reverse, reduce (dims reduced), concatenate (one dim), sort (one dim),
+   * get-dimension-size / set-dimension-size (one dim).
+   */
+  dimensions?: number[];
+  /** compare */
+  direction?: ComparisonDirection;
+  comparisonType?: ComparisonType;
+  /** slice */
+  slice?: SliceDim[];
+  /** dynamic-slice */
+  dynamicSliceSizes?: number[];
+  /** pad */
+  padding?: PaddingDim[];
+  /** dot */
+  dot?: DotDimensionNumbers;
+  /** convolution and reduce-window */
+  window?: WindowDim[];
+  /** convolution */
+  convDims?: ConvDimensionNumbers;
+  featureGroupCount?: number;
+  batchGroupCount?: number;
+  /** gather */
+  gather?: GatherDimensionNumbers;
+  gatherSliceSizes?: number[];
+  /** scatter */
+  scatter?: ScatterDimensionNumbers;
+  /** gather and scatter */
+  indicesAreSorted?: boolean;
+  /** scatter */
+  uniqueIndices?: boolean;
+  /** sort */
+  isStable?: boolean;
+  /** get-tuple-element */
+  tupleIndex?: number;
+  /** fusion */
+  fusionKind?: FusionKind;
+  /** custom-call */
+  customCallTarget?: string;
+  backendConfig?: string;
+}
+
+/** Source location and frontend op of an instruction (XLA's OpMetadata). */
+export interface Metadata {
+  /** The frontend op that made the instruction (`matmul`, `layerNorm`). */
+  opType?: string;
+  /** Scoped name (`GPT2/h.0/attn/matmul`). */
+  opName?: string;
+  sourceFile?: string;
+  sourceLine?: number;
+  sourceColumn?: number;
+}
+
+export function defaultWindowDim(size: number): WindowDim {
+  return {
+    size,
+    stride: 1,
+    padLow: 0,
+    padHigh: 0,
+    windowDilation: 1,
+    baseDilation: 1,
+    windowReversal: false,
+  };
+}
+
+/** `b01f_01io->b01f` → ConvDimensionNumbers; throws a message naming the problem. */
+export function convDimsFromLabels(labels: string): ConvDimensionNumbers {
+  const m = /^([^_]+)_([^-]+)->(.+)$/.exec(labels);
+  if (!m) throw new Error(`dim_labels '${labels}': expected the form 'b01f_01io->b01f'`);
+  const side = (s: string, a: string, b: string, what: string) => {
+    let ia = -1;
+    let ib = -1;
+    const spatial: number[] = [];
+    for (let pos = 0; pos < s.length; pos++) {
+      const ch = s[pos]!;
+      if (ch === a && ia < 0) ia = pos;
+      else if (ch === b && ib < 0) ib = pos;
+      else if (/[0-9]/.test(ch) && spatial[Number(ch)] === undefined) spatial[Number(ch)] = pos;
+      else throw new Error(`dim_labels '${labels}': unexpected or repeated '${ch}' in ${what}`);
+    }
+    if (ia < 0 || ib < 0) {
+      throw new Error(`dim_labels '${labels}': ${what} needs one '${a}' and one '${b}'`);
+    }
+    for (let k = 0; k < spatial.length; k++) {
+      if (spatial[k] === undefined) {
+        throw new Error(`dim_labels '${labels}': ${what} is missing spatial dim ${k}`);
+      }
+    }
+    return { ia, ib, spatial };
+  };
+  const inp = side(m[1]!, "b", "f", "input");
+  const ker = side(m[2]!, "i", "o", "kernel");
+  const out = side(m[3]!, "b", "f", "output");
+  if (inp.spatial.length !== ker.spatial.length || inp.spatial.length !== out.spatial.length) {
+    throw new Error(`dim_labels '${labels}': input, kernel and output need the same spatial dims`);
+  }
+  return {
+    inputBatch: inp.ia,
+    inputFeature: inp.ib,
+    inputSpatial: inp.spatial,
+    kernelInputFeature: ker.ia,
+    kernelOutputFeature: ker.ib,
+    kernelSpatial: ker.spatial,
+    outputBatch: out.ia,
+    outputFeature: out.ib,
+    outputSpatial: out.spatial,
+  };
+}
+
+/** ConvDimensionNumbers → `b01f_01io->b01f`. */
+export function convDimsToLabels(d: ConvDimensionNumbers): string {
+  const side = (n: number, a: [number, string], b: [number, string], spatial: number[]) => {
+    const chars: string[] = new Array<string>(n).fill("?");
+    chars[a[0]] = a[1];
+    chars[b[0]] = b[1];
+    spatial.forEach((pos, k) => (chars[pos] = String(k)));
+    return chars.join("");
+  };
+  const n = d.inputSpatial.length + 2;
+  return (
+    side(n, [d.inputBatch, "b"], [d.inputFeature, "f"], d.inputSpatial) +
+    "_" +
+    side(n, [d.kernelInputFeature, "i"], [d.kernelOutputFeature, "o"], d.kernelSpatial) +
+    "->" +
+    side(n, [d.outputBatch, "b"], [d.outputFeature, "f"], d.outputSpatial)
+  );
+}

@@ -1,0 +1,273 @@
+// Literals: an array value of the IR (element type, dims, a typed array in row-major order).
+// Storage per element type: f32, f16 and bf16 in a Float32Array (f16/bf16 values are always
+// exactly representable in their type: every write rounds to nearest even), s32 in an Int32Array,
+// s64 in a BigInt64Array (exact 64-bit integer semantics), u8 and pred (0 or 1) in a Uint8Array.
+// Also the f16/bf16 bit conversions used by the proto form and later by safetensors.
+
+import { arrayShape, type ArrayShape, type ElementType, shapeToString } from "./shape.ts";
+
+export type LiteralData = Float32Array | Int32Array | BigInt64Array | Uint8Array;
+export type ScalarValue = number | bigint | boolean;
+
+export class Literal {
+  readonly type: ElementType;
+  readonly dims: readonly number[];
+  readonly data: LiteralData;
+
+  /** Wraps `data` without copying; use `literal()` to build one from user values. */
+  constructor(type: ElementType, dims: readonly number[], data: LiteralData) {
+    const n = dims.reduce((a, b) => a * b, 1);
+    if (data.length !== n) {
+      throw new Error(
+        `Literal ${type}[${dims.join(",")}] needs ${n} elements, got ${data.length}`,
+      );
+    }
+    if (!(data instanceof storageCtor(type))) {
+      throw new Error(`Literal ${type}: storage must be a ${storageCtor(type).name}`);
+    }
+    this.type = type;
+    this.dims = [...dims];
+    this.data = data;
+  }
+
+  get shape(): ArrayShape {
+    return arrayShape(this.type, this.dims);
+  }
+
+  get size(): number {
+    return this.data.length;
+  }
+
+  /** Element i in row-major order: a number (bigint for s64; 0/1 for pred). */
+  get(i: number): number | bigint {
+    return this.data[i]!;
+  }
+
+  /** Elements as plain numbers (s64 converted with Number()). */
+  toNumbers(): number[] {
+    return Array.from(this.data as ArrayLike<number | bigint>, (v) => Number(v));
+  }
+
+  /** Nested arrays in row-major order (booleans for pred, bigints for s64). */
+  toArray(): unknown {
+    const flat: unknown[] = Array.from(this.data as ArrayLike<number | bigint>, (v) =>
+      this.type === "pred" ? v !== 0 : v,
+    );
+    if (this.dims.length === 0) return flat[0];
+    const build = (dim: number, offset: number, stride: number): unknown[] => {
+      const size = this.dims[dim]!;
+      const inner = stride / Math.max(size, 1);
+      const out: unknown[] = [];
+      for (let i = 0; i < size; i++) {
+        out.push(
+          dim === this.dims.length - 1
+            ? flat[offset + i]
+            : build(dim + 1, offset + i * inner, inner),
+        );
+      }
+      return out;
+    };
+    return build(0, 0, this.data.length);
+  }
+
+  toString(): string {
+    return `${shapeToString(this.shape)} ${JSON.stringify(this.toArray(), (_k, v) =>
+      typeof v === "bigint" ? v.toString() : v,
+    )}`;
+  }
+}
+
+export function storageCtor(
+  type: ElementType,
+):
+  | Float32ArrayConstructor
+  | Int32ArrayConstructor
+  | BigInt64ArrayConstructor
+  | Uint8ArrayConstructor {
+  switch (type) {
+    case "f32":
+    case "f16":
+    case "bf16":
+      return Float32Array;
+    case "s32":
+      return Int32Array;
+    case "s64":
+      return BigInt64Array;
+    case "u8":
+    case "pred":
+      return Uint8Array;
+    default: {
+      const never: never = type;
+      throw new Error(`unknown element type ${String(never)}`);
+    }
+  }
+}
+
+/** Zero-filled storage for n elements of `type`. */
+export function allocate(type: ElementType, n: number): LiteralData {
+  return new (storageCtor(type))(n);
+}
+
+/**
+ * Converts one value to its stored form for `type`, or throws a message naming the problem.
+ * Floats round to the type; integers must be integral and in range; pred takes booleans or 0/1.
+ */
+export function toStored(type: ElementType, v: ScalarValue): number | bigint {
+  switch (type) {
+    case "f32":
+      return Math.fround(Number(v));
+    case "f16":
+      return roundToF16(Number(v));
+    case "bf16":
+      return roundToBF16(Number(v));
+    case "pred": {
+      if (typeof v === "boolean") return v ? 1 : 0;
+      if (v === 0 || v === 1 || v === 0n || v === 1n) return Number(v);
+      throw new Error(`pred value must be true/false or 0/1, got ${String(v)}`);
+    }
+    case "s64": {
+      if (typeof v === "bigint") {
+        if (v !== BigInt.asIntN(64, v)) throw new Error(`${v} is out of range for s64`);
+        return v;
+      }
+      const n = Number(v);
+      if (!Number.isInteger(n)) throw new Error(`s64 value must be an integer, got ${n}`);
+      if (!Number.isSafeInteger(n)) {
+        throw new Error(`s64 value ${n} is not exact as a number; pass a bigint`);
+      }
+      return BigInt(n);
+    }
+    case "s32":
+    case "u8": {
+      const n = Number(v);
+      const [lo, hi] = type === "s32" ? [-2147483648, 2147483647] : [0, 255];
+      if (!Number.isInteger(n)) throw new Error(`${type} value must be an integer, got ${n}`);
+      if (n < lo || n > hi) throw new Error(`${n} is out of range for ${type} [${lo}, ${hi}]`);
+      return n;
+    }
+    default: {
+      const never: never = type;
+      throw new Error(`unknown element type ${String(never)}`);
+    }
+  }
+}
+
+/**
+ * `literal("f32", [2, 4], [...])`: a literal from flat values in row-major order (numbers,
+ * booleans, bigints or a typed array). Values are converted to the element type's storage;
+ * a wrong count or a value the type cannot hold is an error.
+ */
+export function literal(
+  type: ElementType,
+  dims: readonly number[],
+  values: ArrayLike<ScalarValue> | Iterable<ScalarValue>,
+): Literal {
+  for (const [i, d] of dims.entries()) {
+    if (!Number.isInteger(d) || d < 0) {
+      throw new Error(`literal(${type}, [${dims.join(",")}]): dim ${i} must be an integer >= 0`);
+    }
+  }
+  const list: ArrayLike<ScalarValue> =
+    typeof (values as ArrayLike<ScalarValue>).length === "number"
+      ? (values as ArrayLike<ScalarValue>)
+      : Array.from(values as Iterable<ScalarValue>);
+  const n = dims.reduce((a, b) => a * b, 1);
+  if (list.length !== n) {
+    throw new Error(
+      `literal(${type}, [${dims.join(",")}]): expected ${n} values, got ${list.length}`,
+    );
+  }
+  const data = allocate(type, n);
+  for (let i = 0; i < n; i++) {
+    try {
+      (data as unknown as (number | bigint)[])[i] = toStored(type, list[i]!);
+    } catch (e) {
+      throw new Error(`literal(${type}, [${dims.join(",")}]): value ${i}: ${(e as Error).message}`);
+    }
+  }
+  return new Literal(type, dims, data);
+}
+
+/** A rank-0 literal. */
+export function scalarLiteral(type: ElementType, value: ScalarValue): Literal {
+  return literal(type, [], [value]);
+}
+
+/** A literal of `dims` with every element equal to `value`. */
+export function filledLiteral(type: ElementType, dims: readonly number[], value: ScalarValue) {
+  const n = dims.reduce((a, b) => a * b, 1);
+  const data = allocate(type, n);
+  const v = toStored(type, value);
+  (data as { fill(v: number | bigint): unknown }).fill(v);
+  return new Literal(type, dims, data);
+}
+
+/** Same type, dims and bitwise-identical values (NaN equals NaN; -0 differs from +0). */
+export function literalsIdentical(a: Literal, b: Literal): boolean {
+  if (a.type !== b.type || a.dims.length !== b.dims.length) return false;
+  if (!a.dims.every((d, i) => d === b.dims[i])) return false;
+  for (let i = 0; i < a.data.length; i++) {
+    if (!Object.is(a.data[i], b.data[i])) return false;
+  }
+  return true;
+}
+
+// ---- f16 and bf16 -------------------------------------------------------------------------
+
+const f32Buf = new Float32Array(1);
+const u32Buf = new Uint32Array(f32Buf.buffer);
+
+/** IEEE binary16 bits of `v`, rounding the f32 value of v to nearest even (as XLA does). */
+export function f32ToF16Bits(v: number): number {
+  f32Buf[0] = v;
+  const x = u32Buf[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  const mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    const shift = 14 - e;
+    if (shift > 24) return sign;
+    const m = mant | 0x800000;
+    const h = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    return sign | (rem > half || (rem === half && (h & 1) !== 0) ? h + 1 : h);
+  }
+  const h = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  return sign | (rem > 0x1000 || (rem === 0x1000 && (h & 1) !== 0) ? h + 1 : h);
+}
+
+export function f16BitsToNumber(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const e = (h >>> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return sign * m * 2 ** -24;
+  if (e === 0x1f) return m !== 0 ? NaN : sign * Infinity;
+  return sign * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+/** bfloat16 bits of `v` (the top half of its f32 bits, rounded to nearest even). */
+export function f32ToBF16Bits(v: number): number {
+  f32Buf[0] = v;
+  const x = u32Buf[0]!;
+  if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff) !== 0) return (x >>> 16) | 0x40;
+  const lsb = (x >>> 16) & 1;
+  return ((x + 0x7fff + lsb) >>> 16) & 0xffff;
+}
+
+export function bf16BitsToNumber(h: number): number {
+  u32Buf[0] = (h & 0xffff) << 16;
+  return f32Buf[0]!;
+}
+
+export function roundToF16(v: number): number {
+  return f16BitsToNumber(f32ToF16Bits(v));
+}
+
+export function roundToBF16(v: number): number {
+  return bf16BitsToNumber(f32ToBF16Bits(v));
+}

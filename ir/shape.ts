@@ -1,0 +1,174 @@
+// Element types and shapes of the IR. A shape is an array shape (element type, dims, which dims are
+// bounded-dynamic, an optional layout) or a tuple of shapes. A bounded dynamic dim stores its bound
+// in `dims` and sets `dynamic[i]`, exactly as XLA's ShapeProto does (`dimensions` plus
+// `is_dynamic_dimension`), so `f32[<=512,768]` is { dims: [512, 768], dynamic: [true, false] }.
+
+export const ELEMENT_TYPES = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32"] as const;
+export type ElementType = (typeof ELEMENT_TYPES)[number];
+
+export function isElementType(s: string): s is ElementType {
+  return (ELEMENT_TYPES as readonly string[]).includes(s);
+}
+
+export function isFloatType(t: ElementType): boolean {
+  return t === "f32" || t === "f16" || t === "bf16";
+}
+
+export function isIntegerType(t: ElementType): boolean {
+  return t === "s32" || t === "s64" || t === "u8";
+}
+
+export function isSignedIntegerType(t: ElementType): boolean {
+  return t === "s32" || t === "s64";
+}
+
+/** Size in bytes of one element as stored by XLA (pred is one byte). */
+export function elementByteSize(t: ElementType): number {
+  switch (t) {
+    case "pred":
+    case "u8":
+      return 1;
+    case "f16":
+    case "bf16":
+      return 2;
+    case "s32":
+    case "f32":
+      return 4;
+    case "s64":
+      return 8;
+    default: {
+      const never: never = t;
+      throw new Error(`unknown element type ${String(never)}`);
+    }
+  }
+}
+
+export interface ArrayShape {
+  readonly kind: "array";
+  readonly type: ElementType;
+  /** Static size, or the bound of a dynamic dim. */
+  readonly dims: readonly number[];
+  /** `dynamic[i]` is true when dim i is bounded dynamic (`<=dims[i]`). Same length as dims. */
+  readonly dynamic: readonly boolean[];
+  /** Minor-to-major dimension order (`{1,0}`), when one was given. */
+  readonly layout?: readonly number[];
+}
+
+export interface TupleShape {
+  readonly kind: "tuple";
+  readonly elements: readonly Shape[];
+}
+
+export type Shape = ArrayShape | TupleShape;
+
+/**
+ * An array shape. A dim given as a string `"<=N"` is bounded dynamic with bound N; pass `dynamic`
+ * explicitly to set the flags from another shape.
+ */
+export function arrayShape(
+  type: ElementType,
+  dims: readonly (number | string)[],
+  dynamic?: readonly boolean[],
+  layout?: readonly number[],
+): ArrayShape {
+  const sizes: number[] = [];
+  const flags: boolean[] = [];
+  dims.forEach((d, i) => {
+    if (typeof d === "string") {
+      const m = /^<=(\d+)$/.exec(d.trim());
+      if (!m) throw new Error(`arrayShape: bad dim '${d}' (expected a number or '<=N')`);
+      sizes.push(Number(m[1]));
+      flags.push(true);
+    } else {
+      if (!Number.isInteger(d) || d < 0) {
+        throw new Error(`arrayShape: dim ${i} is ${d}; dims must be non-negative integers`);
+      }
+      sizes.push(d);
+      flags.push(dynamic?.[i] ?? false);
+    }
+  });
+  if (dynamic && dynamic.length !== dims.length) {
+    throw new Error(`arrayShape: ${dims.length} dims but ${dynamic.length} dynamic flags`);
+  }
+  const s: ArrayShape = layout
+    ? { kind: "array", type, dims: sizes, dynamic: flags, layout: [...layout] }
+    : { kind: "array", type, dims: sizes, dynamic: flags };
+  return s;
+}
+
+export function scalarShape(type: ElementType): ArrayShape {
+  return { kind: "array", type, dims: [], dynamic: [] };
+}
+
+export function tupleShape(elements: readonly Shape[]): TupleShape {
+  return { kind: "tuple", elements: [...elements] };
+}
+
+export function isArray(s: Shape): s is ArrayShape {
+  return s.kind === "array";
+}
+
+export function isTuple(s: Shape): s is TupleShape {
+  return s.kind === "tuple";
+}
+
+export function rank(s: ArrayShape): number {
+  return s.dims.length;
+}
+
+export function isScalar(s: Shape): boolean {
+  return s.kind === "array" && s.dims.length === 0;
+}
+
+export function isDynamic(s: Shape): boolean {
+  return s.kind === "array" ? s.dynamic.some((d) => d) : s.elements.some(isDynamic);
+}
+
+/** Number of elements at the static size / bound of every dim. */
+export function elementCount(s: ArrayShape): number {
+  let n = 1;
+  for (const d of s.dims) n *= d;
+  return n;
+}
+
+/** Same element type and dims (bounds), and the same dims dynamic. Layout is ignored. */
+export function shapesEqual(a: Shape, b: Shape): boolean {
+  if (a.kind !== b.kind) return false;
+  if (a.kind === "tuple") {
+    const bt = b as TupleShape;
+    return (
+      a.elements.length === bt.elements.length &&
+      a.elements.every((e, i) => shapesEqual(e, bt.elements[i]!))
+    );
+  }
+  const ba = b as ArrayShape;
+  return (
+    a.type === ba.type &&
+    a.dims.length === ba.dims.length &&
+    a.dims.every((d, i) => d === ba.dims[i]) &&
+    a.dynamic.every((d, i) => d === ba.dynamic[i])
+  );
+}
+
+/** Same dims and dynamic flags, element type ignored (the "compatible" of XLA's shape rules). */
+export function sameDims(a: ArrayShape, b: ArrayShape): boolean {
+  return (
+    a.dims.length === b.dims.length &&
+    a.dims.every((d, i) => d === b.dims[i]) &&
+    a.dynamic.every((d, i) => d === b.dynamic[i])
+  );
+}
+
+export function withType(s: ArrayShape, type: ElementType): ArrayShape {
+  return { kind: "array", type, dims: s.dims, dynamic: s.dynamic };
+}
+
+/** XLA's text form: `f32[2,<=8]{1,0}`, `(f32[2], s32[])`, `pred[]`. */
+export function shapeToString(s: Shape, withLayout = true): string {
+  if (s.kind === "tuple") {
+    return `(${s.elements.map((e) => shapeToString(e, withLayout)).join(", ")})`;
+  }
+  const dims = s.dims.map((d, i) => (s.dynamic[i] ? `<=${d}` : `${d}`)).join(",");
+  const layout = withLayout && s.layout ? `{${s.layout.join(",")}}` : "";
+  return `${s.type}[${dims}]${layout}`;
+}
