@@ -1,0 +1,1349 @@
+// Shape rules: for every opcode, the result shape that follows from its operand shapes, its
+// attributes and the signatures of the computations it calls, with XLA's semantics
+// (xla/service/shape_inference.cc and the HLO verifier): no implicit broadcasting, bounded dynamic
+// dims propagated through every rule, and a ShapeError naming the opcode, the operand shapes and
+// the rule in words for any violation. A few opcodes' results cannot be inferred (parameter,
+// constant, iota, reshape, broadcast, convert, bitcast-convert, custom-call); for those the
+// declared shape is required and checked for consistency instead. The builder and the verifier
+// both call `inferShape`; nothing else in the IR has its own copy of these rules.
+
+import {
+  COMPARISON_DIRECTIONS,
+  type Attributes,
+  type ConvDimensionNumbers,
+  type WindowDim,
+} from "./attributes.ts";
+import { ShapeError } from "./errors.ts";
+import type { Computation } from "./module.ts";
+import { OPCODE_INFO, type Opcode } from "./opcodes.ts";
+import {
+  arrayShape,
+  elementByteSize,
+  elementCount,
+  type ArrayShape,
+  type ElementType,
+  isFloatType,
+  isIntegerType,
+  isSignedIntegerType,
+  scalarShape,
+  type Shape,
+  shapesEqual,
+  shapeToString,
+  tupleShape,
+} from "./shape.ts";
+
+// ---- Public helpers --------------------------------------------------------------------------
+
+/** A computation's parameter shapes (by parameter number) and result (ROOT) shape. */
+export interface Signature {
+  params: Shape[];
+  result: Shape;
+}
+
+/** The signature of `c`; throws when `c` is empty (it has no ROOT). */
+export function computationSignature(c: Computation): Signature {
+  return { params: c.parameters.map((p) => p.shape), result: c.root.shape };
+}
+
+/** `(f32[], f32[]) -> f32[]` */
+export function signatureToString(sig: Signature): string {
+  return `(${sig.params.map((s) => shapeToString(s, false)).join(", ")}) -> ${shapeToString(
+    sig.result,
+    false,
+  )}`;
+}
+
+/** Opcodes whose result shape is taken from the instruction (and checked), not inferred. */
+export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
+  "parameter",
+  "constant",
+  "iota",
+  "reshape",
+  "broadcast",
+  "convert",
+  "bitcast-convert",
+  "custom-call",
+]);
+
+/** True when `inferShape(opcode, ...)` needs the declared shape. */
+export function needsDeclaredShape(opcode: Opcode): boolean {
+  return DECLARED_SHAPE_OPCODES.has(opcode);
+}
+
+/** A size of `n` elements dilated by `dilation` (XLA's window_util::DilatedBound). */
+export function dilatedBound(n: number, dilation: number): number {
+  return n === 0 ? 0 : (n - 1) * dilation + 1;
+}
+
+/** Number of window positions of `window` in `bound` with `stride` (window_util::StridedBound). */
+export function stridedBound(bound: number, window: number, stride: number): number {
+  if (bound === 0 || window > bound) return 0;
+  return Math.floor((bound - window) / stride) + 1;
+}
+
+/**
+ * The result of bitcast-convert of `operand` to `type` (XLA's rule): the same dims when the bit
+ * widths are equal; a new minor dim of size ratio when narrowing; the minor dim (which must equal
+ * the ratio) removed when widening. Throws a message in words when the conversion is invalid.
+ */
+export function bitcastConvertShape(operand: ArrayShape, type: ElementType): ArrayShape {
+  if (operand.type === "pred" || type === "pred") {
+    throw new Error(`cannot bitcast-convert from or to pred (${operand.type} => ${type})`);
+  }
+  const inBits = elementByteSize(operand.type) * 8;
+  const outBits = elementByteSize(type) * 8;
+  if (inBits === outBits) return arrayShape(type, operand.dims, operand.dynamic);
+  if (inBits > outBits) {
+    const ratio = inBits / outBits;
+    return arrayShape(type, [...operand.dims, ratio], [...operand.dynamic, false]);
+  }
+  const ratio = outBits / inBits;
+  const last = operand.dims.length - 1;
+  if (last < 0 || operand.dims[last] !== ratio) {
+    throw new Error(
+      `bitcast-convert from ${operand.type} to ${type} needs a minor dim of size ${ratio} ` +
+        `(the ratio of bit widths ${outBits}/${inBits})`,
+    );
+  }
+  if (operand.dynamic[last]) {
+    throw new Error(`bitcast-convert cannot consume a dynamic minor dim`);
+  }
+  return arrayShape(type, operand.dims.slice(0, last), operand.dynamic.slice(0, last));
+}
+
+/**
+ * The shape of `opcode` applied to operands of the given shapes. `called` holds the called
+ * computations in the role order of OPCODE_INFO[opcode].called. `declared` is the instruction's
+ * stored shape: required for the opcodes in DECLARED_SHAPE_OPCODES (and returned after the
+ * consistency checks); for dot and convolution its element type is the preferred result type
+ * (as XLA's verifier passes it); otherwise it is not consulted and the caller compares.
+ * Throws ShapeError on any violation.
+ */
+export function inferShape(
+  opcode: Opcode,
+  operands: readonly Shape[],
+  attrs: Attributes,
+  called: readonly Computation[],
+  declared?: Shape,
+): Shape {
+  const c = new RuleContext(opcode, operands, attrs, called, declared);
+  const info = OPCODE_INFO[opcode];
+  if (typeof info.arity === "number" && operands.length !== info.arity) {
+    c.fail(`expects ${info.arity} operand${info.arity === 1 ? "" : "s"}, got ${operands.length}`);
+  }
+  const role = info.called;
+  switch (role) {
+    case "none":
+      if (called.length !== 0) c.fail(`calls no computation, got ${called.length}`);
+      break;
+    case "to_apply":
+    case "calls":
+      if (called.length !== 1) {
+        c.fail(`needs exactly one called computation (${role}), got ${called.length}`);
+      }
+      break;
+    case "while":
+      if (called.length !== 2) {
+        c.fail(`needs a condition and a body computation, got ${called.length} computations`);
+      }
+      break;
+    case "branches":
+      if (called.length < 1) c.fail(`needs at least one branch computation`);
+      break;
+    default: {
+      const never: never = role;
+      throw new Error(`unknown called role ${String(never)}`);
+    }
+  }
+  if (DECLARED_SHAPE_OPCODES.has(opcode) && declared === undefined) {
+    c.fail(`the result shape cannot be inferred; the declared shape is required`);
+  }
+  return SHAPE_RULES[opcode](c);
+}
+
+// ---- Rule context ----------------------------------------------------------------------------
+
+class RuleContext {
+  constructor(
+    readonly opcode: Opcode,
+    readonly operands: readonly Shape[],
+    readonly attrs: Attributes,
+    readonly called: readonly Computation[],
+    readonly declared: Shape | undefined,
+  ) {}
+
+  fail(rule: string): never {
+    throw new ShapeError(
+      this.opcode,
+      this.operands.map((s) => shapeToString(s, false)),
+      rule,
+    );
+  }
+
+  /** Operand i, which must be an array. */
+  array(i: number, what = `operand ${i}`): ArrayShape {
+    const s = this.operands[i];
+    if (s === undefined) this.fail(`missing ${what}`);
+    if (s.kind !== "array") this.fail(`${what} must be an array, got ${shapeToString(s, false)}`);
+    return s;
+  }
+
+  /** Operand i, which must be a scalar array. */
+  scalar(i: number, what = `operand ${i}`): ArrayShape {
+    const s = this.array(i, what);
+    if (s.dims.length !== 0) this.fail(`${what} must be a scalar, got ${str(s)}`);
+    return s;
+  }
+
+  /** The declared shape, which must be an array. */
+  declaredArray(): ArrayShape {
+    const d = this.declared;
+    if (d === undefined) this.fail(`the declared shape is required`);
+    if (d.kind !== "array") this.fail(`the declared shape must be an array, got ${str(d)}`);
+    return d;
+  }
+
+  need<T>(value: T | undefined, name: string): T {
+    if (value === undefined) this.fail(`needs attribute ${name}`);
+    return value;
+  }
+
+  /** attrs.dimensions with exactly one entry, in range for `rank`. */
+  oneDim(rank: number): number {
+    const dims = this.need(this.attrs.dimensions, "dimensions");
+    if (dims.length !== 1) this.fail(`dimensions must hold exactly one dim, got {${dims}}`);
+    const d = dims[0]!;
+    this.index(d, rank, "dimension");
+    return d;
+  }
+
+  /** An integer in [0, limit). */
+  index(d: number, limit: number, what: string): void {
+    if (!Number.isInteger(d) || d < 0 || d >= limit) {
+      this.fail(`${what} ${d} is out of range [0, ${limit})`);
+    }
+  }
+
+  int(v: number, what: string, min = -Infinity): void {
+    if (!Number.isInteger(v) || v < min) {
+      this.fail(`${what} must be an integer${min > -Infinity ? ` >= ${min}` : ""}, got ${v}`);
+    }
+  }
+
+  /** A list of dims: each in [0, rank), optionally unique and/or sorted ascending. */
+  dimList(
+    list: readonly number[],
+    rank: number,
+    what: string,
+    opts: { unique?: boolean; sorted?: boolean } = {},
+  ): void {
+    for (const d of list) this.index(d, rank, `${what} {${list}}: dim`);
+    if (opts.unique && new Set(list).size !== list.length) {
+      this.fail(`${what} {${list}} must not repeat a dim`);
+    }
+    if (opts.sorted && list.some((d, i) => i > 0 && list[i - 1]! >= d)) {
+      this.fail(`${what} {${list}} must be sorted ascending`);
+    }
+  }
+
+  /** The signature of called computation i, in words `role` for messages. */
+  callee(i: number, role: string): Signature {
+    const comp = this.called[i];
+    if (comp === undefined) this.fail(`missing ${role} computation`);
+    try {
+      return computationSignature(comp);
+    } catch (e) {
+      return this.fail(`${role} computation '${comp.name}': ${(e as Error).message}`);
+    }
+  }
+}
+
+type ShapeRule = (c: RuleContext) => Shape;
+
+const str = (s: Shape): string => shapeToString(s, false);
+
+/** A layout-free copy of an array shape with another element type (or the same). */
+const plain = (s: ArrayShape, type: ElementType = s.type): ArrayShape =>
+  arrayShape(type, s.dims, s.dynamic);
+
+const sameBounds = (a: ArrayShape, b: ArrayShape): boolean =>
+  a.dims.length === b.dims.length && a.dims.every((d, i) => d === b.dims[i]);
+
+/** Element-type classes the elementwise rules accept. */
+type TypeClass = "any" | "float" | "signed" | "numeric" | "integer" | "intOrPred";
+
+const CLASS_TEXT: { [K in TypeClass]: string } = {
+  any: "any element type",
+  float: "a floating-point element type (f16, bf16, f32)",
+  signed: "a signed element type (s32, s64, f16, bf16, f32)",
+  numeric: "a numeric element type (not pred)",
+  integer: "an integer element type (s32, s64, u8)",
+  intOrPred: "an integer or pred element type (pred, s32, s64, u8)",
+};
+
+function inClass(t: ElementType, cls: TypeClass): boolean {
+  switch (cls) {
+    case "any":
+      return true;
+    case "float":
+      return isFloatType(t);
+    case "signed":
+      return isFloatType(t) || isSignedIntegerType(t);
+    case "numeric":
+      return t !== "pred";
+    case "integer":
+      return isIntegerType(t);
+    case "intOrPred":
+      return isIntegerType(t) || t === "pred";
+    default: {
+      const never: never = cls;
+      throw new Error(`unknown type class ${String(never)}`);
+    }
+  }
+}
+
+function checkClass(c: RuleContext, t: ElementType, cls: TypeClass): void {
+  if (!inClass(t, cls)) c.fail(`needs ${CLASS_TEXT[cls]}, got ${t}`);
+}
+
+const NO_BROADCAST =
+  "operands must have the same dims (no implicit broadcasting in HLO; use broadcast)";
+
+/** Same bounds required; a dim is dynamic in the result if it is dynamic in any of the shapes. */
+function mergeDims(c: RuleContext, shapes: readonly ArrayShape[], type: ElementType): ArrayShape {
+  const first = shapes[0]!;
+  for (const s of shapes) if (!sameBounds(first, s)) c.fail(NO_BROADCAST);
+  const dynamic = first.dims.map((_, i) => shapes.some((s) => s.dynamic[i]));
+  return arrayShape(type, first.dims, dynamic);
+}
+
+function sameTypes(c: RuleContext, shapes: readonly ArrayShape[]): ElementType {
+  const t = shapes[0]!.type;
+  for (const s of shapes) {
+    if (s.type !== t) {
+      c.fail(`operands must have the same element type, got ${t} and ${s.type} (use convert)`);
+    }
+  }
+  return t;
+}
+
+// ---- Elementwise rules -----------------------------------------------------------------------
+
+const unary =
+  (cls: TypeClass, result?: ElementType): ShapeRule =>
+  (c) => {
+    const x = c.array(0);
+    checkClass(c, x.type, cls);
+    return plain(x, result ?? x.type);
+  };
+
+const binary =
+  (cls: TypeClass): ShapeRule =>
+  (c) => {
+    const a = c.array(0, "lhs");
+    const b = c.array(1, "rhs");
+    const t = sameTypes(c, [a, b]);
+    checkClass(c, t, cls);
+    return mergeDims(c, [a, b], t);
+  };
+
+const compareRule: ShapeRule = (c) => {
+  const a = c.array(0, "lhs");
+  const b = c.array(1, "rhs");
+  const t = sameTypes(c, [a, b]);
+  const dir = c.need(c.attrs.direction, "direction");
+  if (!COMPARISON_DIRECTIONS.includes(dir)) {
+    c.fail(`direction must be one of ${COMPARISON_DIRECTIONS.join(" ")}, got ${String(dir)}`);
+  }
+  const ct = c.attrs.comparisonType;
+  if (ct !== undefined) {
+    const ok =
+      ct === "FLOAT" || ct === "TOTALORDER"
+        ? isFloatType(t)
+        : ct === "SIGNED"
+          ? isSignedIntegerType(t)
+          : ct === "UNSIGNED"
+            ? t === "u8" || t === "pred"
+            : false;
+    if (!ok) c.fail(`comparison type ${String(ct)} does not apply to element type ${t}`);
+  }
+  return mergeDims(c, [a, b], "pred");
+};
+
+const selectRule: ShapeRule = (c) => {
+  const p = c.array(0, "predicate");
+  const a = c.array(1, "on_true");
+  const b = c.array(2, "on_false");
+  if (p.type !== "pred") c.fail(`the predicate must have element type pred, got ${p.type}`);
+  const t = sameTypes(c, [a, b]);
+  if (p.dims.length === 0) return mergeDims(c, [a, b], t);
+  return mergeDims(c, [p, a, b], t);
+};
+
+const clampRule: ShapeRule = (c) => {
+  const lo = c.array(0, "min");
+  const x = c.array(1, "operand");
+  const hi = c.array(2, "max");
+  const t = sameTypes(c, [lo, x, hi]);
+  const nonScalar = [lo, x, hi].filter((s, i) => i === 1 || s.dims.length > 0);
+  return mergeDims(c, nonScalar, t);
+};
+
+const convertRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  if (!sameBounds(x, d) || !x.dynamic.every((f, i) => f === d.dynamic[i])) {
+    c.fail(`the result ${str(d)} must have the operand's dims (convert changes only the type)`);
+  }
+  return d;
+};
+
+const bitcastConvertRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  let expected: ArrayShape;
+  try {
+    expected = bitcastConvertShape(x, d.type);
+  } catch (e) {
+    return c.fail((e as Error).message);
+  }
+  if (!shapesEqual(expected, d)) {
+    c.fail(`bitcast to ${d.type} gives ${str(expected)}, but the declared shape is ${str(d)}`);
+  }
+  return d;
+};
+
+// ---- Leaves ----------------------------------------------------------------------------------
+
+const parameterRule: ShapeRule = (c) => {
+  const n = c.need(c.attrs.parameterNumber, "parameterNumber");
+  c.int(n, "parameterNumber", 0);
+  return c.declared!;
+};
+
+const constantRule: ShapeRule = (c) => {
+  const lit = c.need(c.attrs.literal, "literal");
+  const d = c.declaredArray();
+  const litShape = lit.shape;
+  if (d.dynamic.some((f) => f)) c.fail(`a constant cannot have dynamic dims, got ${str(d)}`);
+  if (!shapesEqual(litShape, d)) {
+    c.fail(`the literal's shape ${str(litShape)} differs from the declared shape ${str(d)}`);
+  }
+  return d;
+};
+
+const iotaRule: ShapeRule = (c) => {
+  const d = c.declaredArray();
+  if (d.dims.length === 0) c.fail(`iota needs a result of rank >= 1, got ${str(d)}`);
+  const dim = c.need(c.attrs.iotaDimension, "iotaDimension");
+  c.index(dim, d.dims.length, `iotaDimension of ${str(d)}`);
+  return d;
+};
+
+const customCallRule: ShapeRule = (c) => {
+  const target = c.need(c.attrs.customCallTarget, "customCallTarget");
+  if (target.length === 0) c.fail(`customCallTarget must not be empty`);
+  return c.declared!;
+};
+
+// ---- Shape and data movement -----------------------------------------------------------------
+
+const broadcastRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  const map = c.need(c.attrs.dimensions, "dimensions");
+  if (d.type !== x.type) c.fail(`the result element type ${d.type} must be ${x.type}`);
+  if (map.length !== x.dims.length) {
+    c.fail(
+      `dimensions {${map}} must map each of the operand's ${x.dims.length} dims ` +
+        `to a result dim`,
+    );
+  }
+  c.dimList(map, d.dims.length, "dimensions", { sorted: true });
+  map.forEach((r, i) => {
+    if (x.dims[i] !== d.dims[r]) {
+      c.fail(
+        `operand dim ${i} (size ${x.dims[i]}) maps to result dim ${r} of size ${d.dims[r]} in ` +
+          `${str(d)}; sizes must be equal`,
+      );
+    }
+    if (x.dynamic[i] !== d.dynamic[r]) {
+      c.fail(`operand dim ${i} and result dim ${r} of ${str(d)} differ in being dynamic`);
+    }
+  });
+  return d;
+};
+
+const reshapeRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  if (d.type !== x.type) c.fail(`the result element type ${d.type} must be ${x.type}`);
+  if (elementCount(x) !== elementCount(d)) {
+    c.fail(
+      `the result ${str(d)} has ${elementCount(d)} elements at its bounds but the operand has ` +
+        `${elementCount(x)}`,
+    );
+  }
+  return d;
+};
+
+const transposeRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const perm = c.need(c.attrs.dimensions, "dimensions");
+  if (perm.length !== x.dims.length) {
+    c.fail(`dimensions {${perm}} must be a permutation of the operand's ${x.dims.length} dims`);
+  }
+  c.dimList(perm, x.dims.length, "dimensions", { unique: true });
+  return arrayShape(
+    x.type,
+    perm.map((p) => x.dims[p]!),
+    perm.map((p) => x.dynamic[p]!),
+  );
+};
+
+const reverseRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const dims = c.need(c.attrs.dimensions, "dimensions");
+  c.dimList(dims, x.dims.length, "dimensions", { unique: true });
+  return plain(x);
+};
+
+const sliceRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const sl = c.need(c.attrs.slice, "slice");
+  if (sl.length !== x.dims.length) {
+    c.fail(`slice has ${sl.length} entries but the operand has rank ${x.dims.length}`);
+  }
+  const dims: number[] = [];
+  const dynamic: boolean[] = [];
+  sl.forEach((s, i) => {
+    c.int(s.start, `slice start of dim ${i}`, 0);
+    c.int(s.limit, `slice limit of dim ${i}`, 0);
+    c.int(s.stride, `slice stride of dim ${i}`, 1);
+    if (s.start > s.limit || s.limit > x.dims[i]!) {
+      c.fail(
+        `slice [${s.start}:${s.limit}] of dim ${i} (size ${x.dims[i]}) needs ` +
+          `0 <= start <= limit <= size`,
+      );
+    }
+    const size = Math.ceil((s.limit - s.start) / s.stride);
+    dims.push(size);
+    // As XLA: slicing one element out of a dynamic dim makes it static.
+    dynamic.push(x.dynamic[i]! && size !== 1);
+  });
+  return arrayShape(x.type, dims, dynamic);
+};
+
+/** Scalar integer start indices, all of one type, one per dim of `rank`. */
+function checkStartIndices(c: RuleContext, first: number, rank: number): void {
+  const n = c.operands.length - first;
+  if (n !== rank) c.fail(`needs one scalar start index per operand dim (${rank}), got ${n}`);
+  let type: ElementType | undefined;
+  for (let i = first; i < c.operands.length; i++) {
+    const s = c.scalar(i, `start index ${i - first}`);
+    if (!isIntegerType(s.type)) {
+      c.fail(`start index ${i - first} must be an integer, got ${s.type}`);
+    }
+    if (type !== undefined && s.type !== type) {
+      c.fail(`start indices must all have the same type, got ${type} and ${s.type}`);
+    }
+    type = s.type;
+  }
+}
+
+const dynamicSliceRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  checkStartIndices(c, 1, x.dims.length);
+  const sizes = c.need(c.attrs.dynamicSliceSizes, "dynamicSliceSizes");
+  if (sizes.length !== x.dims.length) {
+    c.fail(
+      `dynamicSliceSizes has ${sizes.length} entries but the operand has rank ${x.dims.length}`,
+    );
+  }
+  sizes.forEach((s, i) => {
+    c.int(s, `slice size of dim ${i}`, 0);
+    if (s > x.dims[i]!) c.fail(`slice size ${s} of dim ${i} exceeds the operand's ${x.dims[i]}`);
+  });
+  return arrayShape(x.type, sizes);
+};
+
+const dynamicUpdateSliceRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const u = c.array(1, "update");
+  checkStartIndices(c, 2, x.dims.length);
+  if (u.dims.length !== x.dims.length) {
+    c.fail(`the update's rank ${u.dims.length} must equal the operand's rank ${x.dims.length}`);
+  }
+  if (u.type !== x.type) c.fail(`the update's element type ${u.type} must be ${x.type}`);
+  u.dims.forEach((d, i) => {
+    if (d > x.dims[i]!) c.fail(`update dim ${i} (size ${d}) exceeds the operand's ${x.dims[i]}`);
+  });
+  const dynamic = x.dims.map((d, i) => x.dynamic[i]! || (u.dynamic[i]! && u.dims[i] === d));
+  return arrayShape(x.type, x.dims, dynamic);
+};
+
+const concatenateRule: ShapeRule = (c) => {
+  if (c.operands.length < 1) c.fail(`needs at least one operand`);
+  const xs = c.operands.map((_, i) => c.array(i));
+  const first = xs[0]!;
+  const dim = c.oneDim(first.dims.length);
+  const t = sameTypes(c, xs);
+  for (const s of xs) {
+    if (s.dims.length !== first.dims.length) c.fail(`operands must all have the same rank`);
+    s.dims.forEach((d, i) => {
+      if (i !== dim && d !== first.dims[i]) {
+        c.fail(`operands may differ only in the concatenated dim ${dim}; they differ in dim ${i}`);
+      }
+    });
+  }
+  const dims = first.dims.map((d, i) => (i === dim ? xs.reduce((a, s) => a + s.dims[i]!, 0) : d));
+  const dynamic = first.dims.map((_, i) => xs.some((s) => s.dynamic[i]));
+  return arrayShape(t, dims, dynamic);
+};
+
+const padRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const v = c.scalar(1, "padding value");
+  if (v.type !== x.type) c.fail(`the padding value's type ${v.type} must be ${x.type}`);
+  const pads = c.need(c.attrs.padding, "padding");
+  if (pads.length !== x.dims.length) {
+    c.fail(`padding has ${pads.length} entries but the operand has rank ${x.dims.length}`);
+  }
+  const dims = pads.map((p, i) => {
+    c.int(p.low, `low padding of dim ${i}`);
+    c.int(p.high, `high padding of dim ${i}`);
+    c.int(p.interior, `interior padding of dim ${i}`, 0);
+    const n = x.dims[i]!;
+    const size = n + p.low + p.high + Math.max(n - 1, 0) * p.interior;
+    if (size < 0) c.fail(`padding ${p.low}_${p.high}_${p.interior} makes dim ${i} negative`);
+    return size;
+  });
+  return arrayShape(x.type, dims, x.dynamic);
+};
+
+// ---- Contractions ----------------------------------------------------------------------------
+
+/** The result element type of dot/convolution: the declared one when given (XLA's preferred). */
+function preferredType(c: RuleContext, from: ElementType): ElementType {
+  const d = c.declared;
+  if (d === undefined || d.kind !== "array" || d.type === from) return from;
+  const to = d.type;
+  const ok = isFloatType(from)
+    ? isFloatType(to)
+    : (isIntegerType(to) || to === "pred") && elementByteSize(to) >= elementByteSize(from);
+  if (!ok) c.fail(`the result type ${to} cannot be produced from ${from} operands`);
+  return to;
+}
+
+const dotRule: ShapeRule = (c) => {
+  const a = c.array(0, "lhs");
+  const b = c.array(1, "rhs");
+  const t = sameTypes(c, [a, b]);
+  const dn = c.need(c.attrs.dot, "dot");
+  c.dimList([...dn.lhsBatch, ...dn.lhsContracting], a.dims.length, "lhs batch+contracting dims", {
+    unique: true,
+  });
+  c.dimList([...dn.rhsBatch, ...dn.rhsContracting], b.dims.length, "rhs batch+contracting dims", {
+    unique: true,
+  });
+  if (dn.lhsBatch.length !== dn.rhsBatch.length) {
+    c.fail(`lhs and rhs need the same number of batch dims, got {${dn.lhsBatch}} and ` +
+      `{${dn.rhsBatch}}`);
+  }
+  if (dn.lhsContracting.length !== dn.rhsContracting.length) {
+    c.fail(
+      `lhs and rhs need the same number of contracting dims, got {${dn.lhsContracting}} ` +
+        `and {${dn.rhsContracting}}`,
+    );
+  }
+  dn.lhsBatch.forEach((l, i) => {
+    const r = dn.rhsBatch[i]!;
+    if (a.dims[l] !== b.dims[r]) {
+      c.fail(
+        `batch dim sizes must match: lhs dim ${l} is ${a.dims[l]}, rhs dim ${r} is ${b.dims[r]}`,
+      );
+    }
+  });
+  dn.lhsContracting.forEach((l, i) => {
+    const r = dn.rhsContracting[i]!;
+    if (a.dims[l] !== b.dims[r]) {
+      c.fail(
+        `contracting dim sizes must match: lhs dim ${l} is ${a.dims[l]}, rhs dim ${r} is ` +
+          `${b.dims[r]}`,
+      );
+    }
+  });
+  const dims: number[] = [];
+  const dynamic: boolean[] = [];
+  dn.lhsBatch.forEach((l, i) => {
+    dims.push(a.dims[l]!);
+    dynamic.push(a.dynamic[l]! || b.dynamic[dn.rhsBatch[i]!]!);
+  });
+  const free = (s: ArrayShape, used: number[]) =>
+    s.dims.forEach((d, i) => {
+      if (!used.includes(i)) {
+        dims.push(d);
+        dynamic.push(s.dynamic[i]!);
+      }
+    });
+  free(a, [...dn.lhsBatch, ...dn.lhsContracting]);
+  free(b, [...dn.rhsBatch, ...dn.rhsContracting]);
+  return arrayShape(preferredType(c, t), dims, dynamic);
+};
+
+/** Output dims of a window over `base` (XLA's InferWindowOutputShape). */
+function windowOutput(
+  c: RuleContext,
+  base: readonly number[],
+  baseDynamic: readonly boolean[],
+  window: readonly WindowDim[],
+): { dims: number[]; dynamic: boolean[] } {
+  if (window.length !== base.length) {
+    c.fail(`the window has ${window.length} dims but the base has ${base.length}`);
+  }
+  const dims = window.map((w, i) => {
+    c.int(w.size, `window size of dim ${i}`, 1);
+    c.int(w.stride, `window stride of dim ${i}`, 1);
+    c.int(w.padLow, `window low padding of dim ${i}`);
+    c.int(w.padHigh, `window high padding of dim ${i}`);
+    c.int(w.baseDilation, `base dilation of dim ${i}`, 1);
+    c.int(w.windowDilation, `window dilation of dim ${i}`, 1);
+    const padded = w.padLow + dilatedBound(base[i]!, w.baseDilation) + w.padHigh;
+    if (padded < 0) c.fail(`the padded base of window dim ${i} is negative (${padded})`);
+    return stridedBound(padded, dilatedBound(w.size, w.windowDilation), w.stride);
+  });
+  return { dims, dynamic: [...baseDynamic] };
+}
+
+function checkConvDims(c: RuleContext, d: ConvDimensionNumbers, rank: number): void {
+  const sides: [string, number[]][] = [
+    ["input", [d.inputBatch, d.inputFeature, ...d.inputSpatial]],
+    ["kernel", [d.kernelInputFeature, d.kernelOutputFeature, ...d.kernelSpatial]],
+    ["output", [d.outputBatch, d.outputFeature, ...d.outputSpatial]],
+  ];
+  for (const [side, list] of sides) {
+    if (list.length !== rank) {
+      c.fail(`convolution ${side} dims {${list}} must name each of the ${rank} dims once`);
+    }
+    c.dimList(list, rank, `convolution ${side} dims`, { unique: true });
+  }
+}
+
+const convolutionRule: ShapeRule = (c) => {
+  const lhs = c.array(0, "lhs");
+  const rhs = c.array(1, "rhs");
+  const t = sameTypes(c, [lhs, rhs]);
+  const d = c.need(c.attrs.convDims, "convDims");
+  const window = c.need(c.attrs.window, "window");
+  const fgc = c.attrs.featureGroupCount ?? 1;
+  const bgc = c.attrs.batchGroupCount ?? 1;
+  c.int(fgc, "featureGroupCount", 1);
+  c.int(bgc, "batchGroupCount", 1);
+  if (fgc > 1 && bgc > 1) {
+    c.fail(`featureGroupCount ${fgc} and batchGroupCount ${bgc} cannot both exceed 1`);
+  }
+  const nSpatial = d.inputSpatial.length;
+  const rank = nSpatial + 2;
+  if (lhs.dims.length !== rank || rhs.dims.length !== rank) {
+    c.fail(`lhs and rhs must have rank ${rank} (${nSpatial} spatial dims + batch + feature)`);
+  }
+  checkConvDims(c, d, rank);
+  if (window.length !== nSpatial) {
+    c.fail(`the window has ${window.length} dims but there are ${nSpatial} spatial dims`);
+  }
+  const inFeatures = lhs.dims[d.inputFeature]!;
+  const inBatch = lhs.dims[d.inputBatch]!;
+  const kIn = rhs.dims[d.kernelInputFeature]!;
+  const kOut = rhs.dims[d.kernelOutputFeature]!;
+  if (inFeatures % fgc !== 0 || inFeatures / fgc !== kIn) {
+    c.fail(
+      `input features (${inFeatures}) must equal kernel input features (${kIn}) times ` +
+        `featureGroupCount (${fgc})`,
+    );
+  }
+  if (kOut % fgc !== 0) {
+    c.fail(`kernel output features (${kOut}) must be a multiple of featureGroupCount (${fgc})`);
+  }
+  if (kOut % bgc !== 0) {
+    c.fail(`kernel output features (${kOut}) must be a multiple of batchGroupCount (${bgc})`);
+  }
+  if (inBatch % bgc !== 0) {
+    c.fail(`input batch (${inBatch}) must be a multiple of batchGroupCount (${bgc})`);
+  }
+  d.kernelSpatial.forEach((k, i) => {
+    if (rhs.dims[k] !== window[i]!.size) {
+      c.fail(
+        `window size ${window[i]!.size} of spatial dim ${i} must equal the kernel's spatial ` +
+          `dim ${k} (size ${rhs.dims[k]})`,
+      );
+    }
+  });
+  if (rhs.dynamic[d.kernelOutputFeature]) {
+    c.fail(`a dynamic kernel output feature dim is not supported`);
+  }
+  const out = windowOutput(
+    c,
+    d.inputSpatial.map((s) => lhs.dims[s]!),
+    d.inputSpatial.map((s, i) => lhs.dynamic[s]! || rhs.dynamic[d.kernelSpatial[i]!]!),
+    window,
+  );
+  const dims: number[] = new Array<number>(rank).fill(0);
+  const dynamic: boolean[] = new Array<boolean>(rank).fill(false);
+  dims[d.outputBatch] = inBatch / bgc;
+  dynamic[d.outputBatch] = lhs.dynamic[d.inputBatch]!;
+  dims[d.outputFeature] = kOut;
+  d.outputSpatial.forEach((o, i) => {
+    dims[o] = out.dims[i]!;
+    dynamic[o] = out.dynamic[i]!;
+  });
+  return arrayShape(preferredType(c, t), dims, dynamic);
+};
+
+// ---- Reductions, windows, indexing, sorting --------------------------------------------------
+
+/**
+ * Checks a reducer (XLA's VerifyReducerShape, with exact types): 2N scalar parameters (N
+ * accumulators typed as the inits, then N values typed as the inputs) returning the accumulators
+ * (a scalar for N = 1, an N-tuple otherwise). Returns the accumulator types.
+ */
+function checkReducer(
+  c: RuleContext,
+  inits: readonly ArrayShape[],
+  inputTypes: readonly ElementType[],
+): ElementType[] {
+  const sig = c.callee(0, "to_apply");
+  const n = inits.length;
+  const where = `reducer ${signatureToString(sig)}`;
+  if (sig.params.length !== 2 * n) {
+    c.fail(`${where} must take ${2 * n} scalar parameters (${n} accumulators, then ${n} values)`);
+  }
+  let accs: readonly Shape[];
+  if (n === 1) {
+    if (sig.result.kind !== "array") c.fail(`${where} must return a scalar`);
+    accs = [sig.result];
+  } else {
+    if (sig.result.kind !== "tuple" || sig.result.elements.length !== n) {
+      c.fail(`${where} must return a tuple of ${n} scalars`);
+    }
+    accs = sig.result.elements;
+  }
+  return accs.map((acc, i) => {
+    if (acc.kind !== "array" || acc.dims.length !== 0) {
+      c.fail(`${where} must return scalars, got ${str(acc)} at index ${i}`);
+    }
+    if (acc.type !== inits[i]!.type) {
+      c.fail(`${where}: accumulator ${i} is ${acc.type} but init value ${i} is ${inits[i]!.type}`);
+    }
+    if (!shapesEqual(sig.params[i]!, acc)) {
+      c.fail(`${where}: parameter ${i} must be the accumulator ${str(acc)}`);
+    }
+    const v = scalarShape(inputTypes[i]!);
+    if (!shapesEqual(sig.params[n + i]!, v)) {
+      c.fail(`${where}: parameter ${n + i} must be the input element ${str(v)}`);
+    }
+    const mixedFloat = isFloatType(acc.type) && isFloatType(v.type);
+    if (acc.type !== v.type && !mixedFloat) {
+      c.fail(`${where}: accumulator ${i} type ${acc.type} does not fit input type ${v.type}`);
+    }
+    return acc.type;
+  });
+}
+
+/** Splits reduce-style operands (N inputs, then N scalar inits). */
+function inputsAndInits(c: RuleContext): { inputs: ArrayShape[]; inits: ArrayShape[] } {
+  const total = c.operands.length;
+  if (total < 2 || total % 2 !== 0) {
+    c.fail(`needs N inputs followed by N init values (an even count >= 2), got ${total} operands`);
+  }
+  const n = total / 2;
+  const inputs = c.operands.slice(0, n).map((_, i) => c.array(i, `input ${i}`));
+  const inits = c.operands.slice(n).map((_, i) => c.scalar(n + i, `init value ${i}`));
+  for (const s of inputs) {
+    if (!sameBounds(inputs[0]!, s) || !s.dynamic.every((f, i) => f === inputs[0]!.dynamic[i])) {
+      c.fail(`all inputs must have the same dims`);
+    }
+  }
+  return { inputs, inits };
+}
+
+const reduceRule: ShapeRule = (c) => {
+  const { inputs, inits } = inputsAndInits(c);
+  const x = inputs[0]!;
+  const dims = c.need(c.attrs.dimensions, "dimensions");
+  c.dimList(dims, x.dims.length, "dimensions", { unique: true });
+  const types = checkReducer(
+    c,
+    inits,
+    inputs.map((s) => s.type),
+  );
+  const keep = x.dims.map((_, i) => i).filter((i) => !dims.includes(i));
+  const out = types.map((t) =>
+    arrayShape(
+      t,
+      keep.map((i) => x.dims[i]!),
+      keep.map((i) => x.dynamic[i]!),
+    ),
+  );
+  return out.length === 1 ? out[0]! : tupleShape(out);
+};
+
+const reduceWindowRule: ShapeRule = (c) => {
+  const { inputs, inits } = inputsAndInits(c);
+  const x = inputs[0]!;
+  const window = c.need(c.attrs.window, "window");
+  const types = checkReducer(
+    c,
+    inits,
+    inputs.map((s) => s.type),
+  );
+  const w = windowOutput(c, x.dims, x.dynamic, window);
+  const out = types.map((t) => arrayShape(t, w.dims, w.dynamic));
+  return out.length === 1 ? out[0]! : tupleShape(out);
+};
+
+/** Indices expanded with a trailing 1 when indexVectorDim == rank (XLA's implicit reshape). */
+function expandIndices(
+  c: RuleContext,
+  idx: ArrayShape,
+  indexVectorDim: number,
+): { dims: number[]; dynamic: boolean[] } {
+  if (!isIntegerType(idx.type)) c.fail(`indices must have an integer type, got ${idx.type}`);
+  if (!Number.isInteger(indexVectorDim) || indexVectorDim < 0) {
+    c.fail(`indexVectorDim ${indexVectorDim} must be an integer >= 0`);
+  }
+  if (indexVectorDim > idx.dims.length) {
+    c.fail(`indexVectorDim ${indexVectorDim} must be in [0, ${idx.dims.length}] for ${str(idx)}`);
+  }
+  const dims = [...idx.dims];
+  const dynamic = [...idx.dynamic];
+  if (indexVectorDim === dims.length) {
+    dims.push(1);
+    dynamic.push(false);
+  }
+  return { dims, dynamic };
+}
+
+/** Batching dims shared by operand and indices: pairwise, sizes equal, off the index vector. */
+function checkBatching(
+  c: RuleContext,
+  operand: ArrayShape,
+  operandBatching: readonly number[],
+  indicesDims: readonly number[],
+  indicesBatching: readonly number[],
+  indexVectorDim: number,
+  names: [string, string],
+): void {
+  c.dimList(operandBatching, operand.dims.length, names[0], { unique: true, sorted: true });
+  c.dimList(indicesBatching, indicesDims.length, names[1], { unique: true });
+  if (operandBatching.length !== indicesBatching.length) {
+    c.fail(
+      `${names[0]} {${operandBatching}} and ${names[1]} {${indicesBatching}} need equal sizes`,
+    );
+  }
+  if (indicesBatching.includes(indexVectorDim)) {
+    c.fail(`${names[1]} {${indicesBatching}} must not contain indexVectorDim ${indexVectorDim}`);
+  }
+  operandBatching.forEach((o, i) => {
+    const k = indicesBatching[i]!;
+    if (operand.dims[o] !== indicesDims[k]) {
+      c.fail(
+        `batching dim sizes must match: operand dim ${o} is ${operand.dims[o]}, indices dim ` +
+          `${k} is ${indicesDims[k]}`,
+      );
+    }
+  });
+}
+
+const gatherRule: ShapeRule = (c) => {
+  const x = c.array(0, "operand");
+  const idx = c.array(1, "start indices");
+  const g = c.need(c.attrs.gather, "gather");
+  const sizes = c.need(c.attrs.gatherSliceSizes, "gatherSliceSizes");
+  const ex = expandIndices(c, idx, g.indexVectorDim);
+  const rank = x.dims.length;
+  const batchRank = ex.dims.length - 1;
+  const outRank = g.offsetDims.length + batchRank;
+  c.dimList(g.offsetDims, outRank, "offsetDims", { unique: true, sorted: true });
+  c.dimList(g.collapsedSliceDims, rank, "collapsedSliceDims", { unique: true, sorted: true });
+  checkBatching(
+    c,
+    x,
+    g.operandBatchingDims,
+    ex.dims,
+    g.startIndicesBatchingDims,
+    g.indexVectorDim,
+    ["operandBatchingDims", "startIndicesBatchingDims"],
+  );
+  for (const d of g.operandBatchingDims) {
+    if (g.collapsedSliceDims.includes(d)) {
+      c.fail(`dim ${d} cannot be both a collapsed slice dim and an operand batching dim`);
+    }
+  }
+  if (g.startIndexMap.length !== ex.dims[g.indexVectorDim]) {
+    c.fail(
+      `startIndexMap {${g.startIndexMap}} needs one entry per index vector element ` +
+        `(${ex.dims[g.indexVectorDim]})`,
+    );
+  }
+  c.dimList(g.startIndexMap, rank, "startIndexMap", { unique: true });
+  for (const d of g.startIndexMap) {
+    if (g.operandBatchingDims.includes(d)) {
+      c.fail(`startIndexMap {${g.startIndexMap}} must not contain operand batching dim ${d}`);
+    }
+  }
+  if (sizes.length !== rank) {
+    c.fail(`gatherSliceSizes has ${sizes.length} entries but the operand has rank ${rank}`);
+  }
+  sizes.forEach((s, i) => {
+    c.int(s, `slice size of dim ${i}`, 0);
+    if (s > x.dims[i]!) c.fail(`slice size ${s} of dim ${i} exceeds the operand's ${x.dims[i]}`);
+  });
+  for (const d of [...g.collapsedSliceDims, ...g.operandBatchingDims]) {
+    if (sizes[d]! > 1) {
+      c.fail(`collapsed and batching dims need slice size <= 1; dim ${d} is ${sizes[d]}`);
+    }
+  }
+  const windowDims = sizes
+    .map((_, i) => i)
+    .filter((i) => !g.collapsedSliceDims.includes(i) && !g.operandBatchingDims.includes(i));
+  if (windowDims.length !== g.offsetDims.length) {
+    c.fail(
+      `offsetDims {${g.offsetDims}} needs one entry per operand dim that is neither collapsed ` +
+        `nor batching (${windowDims.length})`,
+    );
+  }
+  const dims: number[] = [];
+  const dynamic: boolean[] = [];
+  let offsetSeen = 0;
+  let batchSeen = 0;
+  for (let i = 0; i < outRank; i++) {
+    if (g.offsetDims.includes(i)) {
+      const od = windowDims[offsetSeen++]!;
+      dims.push(sizes[od]!);
+      // Gathering a whole dynamic dim keeps it dynamic.
+      dynamic.push(x.dynamic[od]! && sizes[od] === x.dims[od]);
+    } else {
+      if (batchSeen === g.indexVectorDim) batchSeen++;
+      dims.push(ex.dims[batchSeen]!);
+      dynamic.push(ex.dynamic[batchSeen]!);
+      batchSeen++;
+    }
+  }
+  return arrayShape(x.type, dims, dynamic);
+};
+
+const scatterRule: ShapeRule = (c) => {
+  const total = c.operands.length;
+  if (total < 3 || total % 2 !== 1) {
+    c.fail(`needs N inputs, the indices, then N updates (an odd count >= 3), got ${total}`);
+  }
+  const n = (total - 1) / 2;
+  const inputs = c.operands.slice(0, n).map((_, i) => c.array(i, `input ${i}`));
+  const idx = c.array(n, "scatter indices");
+  const updates = c.operands.slice(n + 1).map((_, i) => c.array(n + 1 + i, `updates ${i}`));
+  const s = c.need(c.attrs.scatter, "scatter");
+  const x = inputs[0]!;
+  const u = updates[0]!;
+  for (const other of inputs) {
+    if (!sameBounds(x, other)) c.fail(`all inputs must have the same dims`);
+  }
+  for (const other of updates) {
+    if (!sameBounds(u, other)) c.fail(`all updates must have the same dims`);
+  }
+  inputs.forEach((inp, i) => {
+    if (updates[i]!.type !== inp.type) {
+      c.fail(`updates ${i} has type ${updates[i]!.type} but input ${i} is ${inp.type}`);
+    }
+  });
+  const ex = expandIndices(c, idx, s.indexVectorDim);
+  const rank = x.dims.length;
+  c.dimList(s.updateWindowDims, u.dims.length, "updateWindowDims", { unique: true, sorted: true });
+  c.dimList(s.insertedWindowDims, rank, "insertedWindowDims", { unique: true, sorted: true });
+  checkBatching(
+    c,
+    x,
+    s.inputBatchingDims,
+    ex.dims,
+    s.scatterIndicesBatchingDims,
+    s.indexVectorDim,
+    ["inputBatchingDims", "scatterIndicesBatchingDims"],
+  );
+  for (const d of s.inputBatchingDims) {
+    if (s.insertedWindowDims.includes(d)) {
+      c.fail(`dim ${d} cannot be both an inserted window dim and an input batching dim`);
+    }
+  }
+  const expectedUpdateRank = ex.dims.length - 1 + s.updateWindowDims.length;
+  if (u.dims.length !== expectedUpdateRank) {
+    c.fail(`updates must have rank ${expectedUpdateRank}, got ${u.dims.length}`);
+  }
+  const windowRank =
+    s.updateWindowDims.length + s.insertedWindowDims.length + s.inputBatchingDims.length;
+  if (windowRank !== rank) {
+    c.fail(
+      `updateWindowDims, insertedWindowDims and inputBatchingDims together must cover the ` +
+        `input's ${rank} dims, got ${windowRank}`,
+    );
+  }
+  if (s.scatterDimsToOperandDims.length !== ex.dims[s.indexVectorDim]) {
+    c.fail(
+      `scatterDimsToOperandDims {${s.scatterDimsToOperandDims}} needs one entry per index ` +
+        `vector element (${ex.dims[s.indexVectorDim]})`,
+    );
+  }
+  c.dimList(s.scatterDimsToOperandDims, rank, "scatterDimsToOperandDims", { unique: true });
+  for (const d of s.scatterDimsToOperandDims) {
+    if (s.inputBatchingDims.includes(d)) {
+      c.fail(`scatterDimsToOperandDims must not contain input batching dim ${d}`);
+    }
+  }
+  const windowOperandDims = x.dims
+    .map((_, i) => i)
+    .filter((i) => !s.insertedWindowDims.includes(i) && !s.inputBatchingDims.includes(i));
+  s.updateWindowDims.forEach((ud, i) => {
+    const od = windowOperandDims[i]!;
+    if (u.dims[ud]! > x.dims[od]!) {
+      c.fail(
+        `update window dim ${ud} (size ${u.dims[ud]}) exceeds input dim ${od} (size ` +
+          `${x.dims[od]})`,
+      );
+    }
+  });
+  let seen = 0;
+  for (let i = 0; i < u.dims.length; i++) {
+    if (s.updateWindowDims.includes(i)) continue;
+    if (seen === s.indexVectorDim) seen++;
+    if (u.dims[i] !== ex.dims[seen]) {
+      c.fail(
+        `update scatter dim ${i} (size ${u.dims[i]}) must equal indices dim ${seen} (size ` +
+          `${ex.dims[seen]})`,
+      );
+    }
+    seen++;
+  }
+  checkReducer(
+    c,
+    inputs.map((inp) => scalarShape(inp.type)),
+    updates.map((up) => up.type),
+  );
+  return n === 1 ? plain(x) : tupleShape(inputs.map((inp) => plain(inp)));
+};
+
+const sortRule: ShapeRule = (c) => {
+  if (c.operands.length < 1) c.fail(`needs at least one operand`);
+  const xs = c.operands.map((_, i) => c.array(i));
+  const x = xs[0]!;
+  for (const s of xs) {
+    if (!sameBounds(x, s) || !s.dynamic.every((f, i) => f === x.dynamic[i])) {
+      c.fail(`all operands must have the same dims`);
+    }
+  }
+  c.oneDim(x.dims.length);
+  const sig = c.callee(0, "comparator");
+  const where = `comparator ${signatureToString(sig)}`;
+  if (sig.params.length !== 2 * xs.length) {
+    c.fail(`${where} must take ${2 * xs.length} scalar parameters (two per operand)`);
+  }
+  xs.forEach((s, i) => {
+    const want = scalarShape(s.type);
+    for (const k of [2 * i, 2 * i + 1]) {
+      if (!shapesEqual(sig.params[k]!, want)) {
+        c.fail(`${where}: parameter ${k} must be ${str(want)} (operand ${i}'s element)`);
+      }
+    }
+  });
+  if (!shapesEqual(sig.result, scalarShape("pred"))) c.fail(`${where} must return pred[]`);
+  return xs.length === 1 ? plain(x) : tupleShape(xs.map((s) => plain(s)));
+};
+
+// ---- Tuples and control flow -----------------------------------------------------------------
+
+const tupleRule: ShapeRule = (c) => tupleShape(c.operands);
+
+const getTupleElementRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple") c.fail(`the operand must be a tuple`);
+  const i = c.need(c.attrs.tupleIndex, "tupleIndex");
+  c.index(i, t.elements.length, "tupleIndex");
+  return t.elements[i]!;
+};
+
+/** Operands must match the callee's parameters one for one; the result is the callee's. */
+const callLike =
+  (role: string): ShapeRule =>
+  (c) => {
+    const sig = c.callee(0, role);
+    const where = `${role} computation ${signatureToString(sig)}`;
+    if (sig.params.length !== c.operands.length) {
+      c.fail(
+        `${where} takes ${sig.params.length} parameters but got ${c.operands.length} operands`,
+      );
+    }
+    sig.params.forEach((p, i) => {
+      if (!shapesEqual(p, c.operands[i]!)) {
+        c.fail(`${where}: operand ${i} must have shape ${str(p)}`);
+      }
+    });
+    if (c.opcode === "fusion") {
+      const kind = c.need(c.attrs.fusionKind, "fusionKind");
+      if (!["kLoop", "kInput", "kOutput", "kCustom"].includes(kind)) {
+        c.fail(`unknown fusionKind ${String(kind)}`);
+      }
+    }
+    return sig.result;
+  };
+
+const whileRule: ShapeRule = (c) => {
+  const t = c.operands[0]!;
+  const cond = c.callee(0, "condition");
+  const body = c.callee(1, "body");
+  const cw = `condition ${signatureToString(cond)}`;
+  const bw = `body ${signatureToString(body)}`;
+  if (cond.params.length !== 1 || !shapesEqual(cond.params[0]!, t)) {
+    c.fail(`${cw} must take one parameter of the loop state's shape ${str(t)}`);
+  }
+  if (!shapesEqual(cond.result, scalarShape("pred"))) c.fail(`${cw} must return pred[]`);
+  if (body.params.length !== 1 || !shapesEqual(body.params[0]!, t)) {
+    c.fail(`${bw} must take one parameter of the loop state's shape ${str(t)}`);
+  }
+  if (!shapesEqual(body.result, t)) c.fail(`${bw} must return the loop state's shape ${str(t)}`);
+  return t;
+};
+
+/** Same structure, types and bounds; dynamic where any is (XLA's merge over branches). */
+function mergeBranchResults(c: RuleContext, a: Shape, b: Shape, j: number): Shape {
+  const mismatch = (): never =>
+    c.fail(`branch ${j} returns ${str(b)} but branch 0 returns ${str(a)}; they must agree`);
+  if (a.kind === "tuple") {
+    if (b.kind !== "tuple" || b.elements.length !== a.elements.length) return mismatch();
+    return tupleShape(a.elements.map((e, i) => mergeBranchResults(c, e, b.elements[i]!, j)));
+  }
+  if (b.kind !== "array" || a.type !== b.type || !sameBounds(a, b)) return mismatch();
+  return arrayShape(
+    a.type,
+    a.dims,
+    a.dims.map((_, i) => a.dynamic[i]! || b.dynamic[i]!),
+  );
+}
+
+const conditionalRule: ShapeRule = (c) => {
+  const sel = c.scalar(0, "branch selector");
+  const n = c.called.length;
+  if (sel.type === "pred") {
+    if (n !== 2) c.fail(`a pred selector needs exactly 2 branches, got ${n}`);
+  } else if (sel.type !== "s32") {
+    c.fail(`the branch selector must be pred[] or s32[], got ${str(sel)}`);
+  }
+  if (c.operands.length !== n + 1) {
+    c.fail(`needs one operand per branch (${n}) after the selector, got ${c.operands.length - 1}`);
+  }
+  let result: Shape | undefined;
+  for (let j = 0; j < n; j++) {
+    const sig = c.callee(j, `branch ${j}`);
+    const op = c.operands[j + 1]!;
+    if (sig.params.length !== 1 || !shapesEqual(sig.params[0]!, op)) {
+      c.fail(
+        `branch ${j} computation ${signatureToString(sig)} must take one parameter of its ` +
+          `operand's shape ${str(op)}`,
+      );
+    }
+    result = result === undefined ? sig.result : mergeBranchResults(c, result, sig.result, j);
+  }
+  return result!;
+};
+
+// ---- Bounded dynamism ------------------------------------------------------------------------
+
+const getDimensionSizeRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  c.oneDim(x.dims.length);
+  return scalarShape("s32");
+};
+
+const setDimensionSizeRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const size = c.array(1, "size");
+  if (!shapesEqual(size, scalarShape("s32"))) c.fail(`the size must be s32[], got ${str(size)}`);
+  const d = c.oneDim(x.dims.length);
+  return arrayShape(
+    x.type,
+    x.dims,
+    x.dynamic.map((f, i) => f || i === d),
+  );
+};
+
+// ---- The table -------------------------------------------------------------------------------
+
+const SHAPE_RULES = {
+  parameter: parameterRule,
+  constant: constantRule,
+  iota: iotaRule,
+  abs: unary("signed"),
+  negate: unary("numeric"),
+  sign: unary("signed"),
+  exponential: unary("float"),
+  "exponential-minus-one": unary("float"),
+  log: unary("float"),
+  "log-plus-one": unary("float"),
+  sqrt: unary("float"),
+  rsqrt: unary("float"),
+  cbrt: unary("float"),
+  tanh: unary("float"),
+  logistic: unary("float"),
+  sine: unary("float"),
+  cosine: unary("float"),
+  tan: unary("float"),
+  erf: unary("float"),
+  floor: unary("float"),
+  ceil: unary("float"),
+  "round-nearest-afz": unary("float"),
+  "round-nearest-even": unary("float"),
+  "is-finite": unary("float", "pred"),
+  not: unary("intOrPred"),
+  copy: (c) => c.operands[0]!,
+  convert: convertRule,
+  "bitcast-convert": bitcastConvertRule,
+  add: binary("any"),
+  subtract: binary("numeric"),
+  multiply: binary("any"),
+  divide: binary("numeric"),
+  remainder: binary("numeric"),
+  power: binary("numeric"),
+  maximum: binary("any"),
+  minimum: binary("any"),
+  atan2: binary("float"),
+  and: binary("intOrPred"),
+  or: binary("intOrPred"),
+  xor: binary("intOrPred"),
+  "shift-left": binary("integer"),
+  "shift-right-arithmetic": binary("integer"),
+  "shift-right-logical": binary("integer"),
+  compare: compareRule,
+  select: selectRule,
+  clamp: clampRule,
+  broadcast: broadcastRule,
+  reshape: reshapeRule,
+  transpose: transposeRule,
+  slice: sliceRule,
+  "dynamic-slice": dynamicSliceRule,
+  "dynamic-update-slice": dynamicUpdateSliceRule,
+  concatenate: concatenateRule,
+  pad: padRule,
+  reverse: reverseRule,
+  dot: dotRule,
+  convolution: convolutionRule,
+  reduce: reduceRule,
+  "reduce-window": reduceWindowRule,
+  gather: gatherRule,
+  scatter: scatterRule,
+  sort: sortRule,
+  tuple: tupleRule,
+  "get-tuple-element": getTupleElementRule,
+  fusion: callLike("fusion"),
+  call: callLike("to_apply"),
+  while: whileRule,
+  conditional: conditionalRule,
+  "get-dimension-size": getDimensionSizeRule,
+  "set-dimension-size": setDimensionSizeRule,
+  "custom-call": customCallRule,
+} satisfies { [K in Opcode]: ShapeRule };
