@@ -1,0 +1,53 @@
+// Kiln's public entry point. Today it exports the IR layer: shapes and literals, the builder,
+// the HLO text printer and parser, the verifier, the reference evaluator, the protobuf form and
+// module fingerprints. The tensor frontend, compile() and the runtime will be exported from here
+// as they land.
+
+export {
+  ELEMENT_TYPES,
+  arrayShape,
+  scalarShape,
+  tupleShape,
+  shapeToString,
+  shapesEqual,
+  type ElementType,
+  type Shape,
+  type ArrayShape,
+  type TupleShape,
+} from "./ir/shape.ts";
+export { OPCODES, OPCODE_INFO, type Opcode } from "./ir/opcodes.ts";
+export type {
+  Attributes,
+  Metadata,
+  ComparisonDirection,
+  DotDimensionNumbers,
+  ConvDimensionNumbers,
+  GatherDimensionNumbers,
+  ScatterDimensionNumbers,
+  WindowDim,
+  PaddingDim,
+  SliceDim,
+} from "./ir/attributes.ts";
+export {
+  Literal,
+  literal,
+  scalarLiteral,
+  filledLiteral,
+  literalsIdentical,
+  type LiteralData,
+} from "./ir/literal.ts";
+export { Module, Computation, Instruction } from "./ir/module.ts";
+export { ModuleBuilder, ComputationBuilder } from "./ir/builder.ts";
+export { inferShape } from "./ir/shape_inference.ts";
+export { verifyModule } from "./ir/verify.ts";
+export { printHlo, printInstruction, printComputation } from "./ir/print.ts";
+export { parseHlo, parseShape } from "./ir/parse.ts";
+export {
+  evaluate,
+  evaluateComputation,
+  registerCustomCallTarget,
+  type EvalValue,
+} from "./ir/evaluate.ts";
+export { moduleToProto, moduleFromProto } from "./ir/proto.ts";
+export { fingerprint, canonicalText } from "./ir/fingerprint.ts";
+export { ShapeError, ParseError, VerifyError, ProtoError, EvalError } from "./ir/errors.ts";

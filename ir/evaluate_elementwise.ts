@@ -1,0 +1,745 @@
+// Elementwise semantics of the reference evaluator: the scalar kernels of every unary, binary and
+// ternary opcode per element type, compare (IEEE and TOTALORDER), select, clamp, convert and
+// bitcast-convert, plus the loops that map them over literals. Semantics follow XLA's HloEvaluator
+// (xla/hlo/evaluator/hlo_evaluator_typed_visitor.h): floats compute in double and round once to
+// the result type (f16/bf16 through f32, as XLA computes half types in f32); s32/u8/s64 wrap;
+// integer x/0 = -1 (all ones unsigned), INT_MIN/-1 = INT_MIN, x%0 = x, INT_MIN%-1 = 0;
+// maximum/minimum propagate NaN and otherwise return the lhs on ties (std::max/std::min, so
+// max(-0, +0) = -0 and max(+0, -0) = +0); shifts by >= the bit width (or negative) give 0, or the
+// sign fill for an arithmetic right shift, which treats u8 as int8 (XLA's make_signed).
+
+import type { ComparisonDirection, ComparisonType } from "./attributes.ts";
+import { f16BitsToNumber, f32ToBF16Bits, f32ToF16Bits, bf16BitsToNumber } from "./literal.ts";
+import { allocate, Literal, roundToBF16, roundToF16 } from "./literal.ts";
+import { elementByteSize, type ElementType } from "./shape.ts";
+import {
+  asLiteral,
+  attr,
+  elems,
+  fail,
+  isFloat,
+  mutableElems,
+  roundFor,
+  valueShapeString,
+  type OpImpl,
+  type Scalar,
+} from "./evaluate_support.ts";
+
+export type F1 = (x: Scalar) => Scalar;
+export type F2 = (a: Scalar, b: Scalar) => Scalar;
+
+interface Kernels1 {
+  float?: (x: number) => number;
+  s32?: (x: number) => number;
+  u8?: (x: number) => number;
+  s64?: (x: bigint) => bigint;
+  pred?: (x: number) => number;
+}
+
+interface Kernels2 {
+  float?: (a: number, b: number) => number;
+  s32?: (a: number, b: number) => number;
+  u8?: (a: number, b: number) => number;
+  s64?: (a: bigint, b: bigint) => bigint;
+  pred?: (a: number, b: number) => number;
+}
+
+function slot(t: ElementType): keyof Kernels1 {
+  switch (t) {
+    case "f32":
+    case "f16":
+    case "bf16":
+      return "float";
+    case "s32":
+    case "u8":
+    case "s64":
+    case "pred":
+      return t;
+    default: {
+      const never: never = t;
+      return fail(`unknown element type ${String(never)}`);
+    }
+  }
+}
+
+// ---- numeric helpers ----------------------------------------------------------------------
+
+const S32_MIN = -2147483648;
+const S64_MIN = -(2n ** 63n);
+const asS64 = (v: bigint): bigint => BigInt.asIntN(64, v);
+const id = <T>(x: T): T => x;
+
+function signF(x: number): number {
+  if (Number.isNaN(x) || x === 0) return x;
+  return x > 0 ? 1 : -1;
+}
+
+/** std::round: half away from zero; keeps the sign of zero. */
+function roundAfz(x: number): number {
+  const t = Math.trunc(x);
+  return Math.abs(x - t) >= 0.5 ? t + Math.sign(x) : t;
+}
+
+/** nearbyint in round-to-nearest-even mode; keeps the sign of zero. */
+function roundEven(x: number): number {
+  if (!Number.isFinite(x)) return x;
+  const f = Math.floor(x);
+  const d = x - f;
+  let r: number;
+  if (d > 0.5) r = f + 1;
+  else if (d < 0.5) r = f;
+  else r = f % 2 === 0 ? f : f + 1;
+  if (r === 0) return x < 0 || Object.is(x, -0) ? -0 : 0;
+  return r;
+}
+
+const SQRT_PI = Math.sqrt(Math.PI);
+
+/**
+ * erf to double accuracy. |x| < 2.5: erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (2n+1)!!
+ * (all terms positive, so no cancellation); 2.5 <= |x| < 6: 1 - erfc(x) with erfc's continued
+ * fraction exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + (2/2)/(x + (3/2)/(x + ...)))) evaluated
+ * backwards; beyond 6, erf is 1 to double precision.
+ */
+export function erf(x: number): number {
+  if (Number.isNaN(x) || x === 0) return x;
+  const ax = Math.abs(x);
+  let r: number;
+  if (ax < 2.5) {
+    const x2 = ax * ax;
+    let term = ax;
+    let sum = ax;
+    for (let n = 1; n < 500; n++) {
+      term *= (2 * x2) / (2 * n + 1);
+      sum += term;
+      if (term <= sum * 1e-17) break;
+    }
+    r = ((2 / SQRT_PI) * Math.exp(-x2) * sum);
+  } else if (ax < 6) {
+    let f = ax;
+    for (let k = 120; k >= 1; k--) f = ax + k / 2 / f;
+    r = 1 - Math.exp(-ax * ax) / SQRT_PI / f;
+  } else {
+    r = 1;
+  }
+  return x < 0 ? -r : r;
+}
+
+/** C's pow with XLA's special cases: 1^y = 1 and x^0 = 1 for every x, y (NaN included). */
+function powF(a: number, b: number): number {
+  if (a === 1 || b === 0) return 1;
+  if (a === -1 && (b === Infinity || b === -Infinity)) return 1;
+  return Math.pow(a, b);
+}
+
+/** XLA's integer power: x^0 = 1, 1^y = 1, other negative exponents give 0; wraps. */
+function ipow32(a: number, b: number): number {
+  if (a === 1 || b === 0) return 1;
+  if (b < 0) return 0;
+  let result = 1;
+  let base = a | 0;
+  let e = b;
+  while (e > 0) {
+    if (e & 1) result = Math.imul(result, base);
+    base = Math.imul(base, base);
+    e = Math.floor(e / 2);
+  }
+  return result;
+}
+
+function ipowU8(a: number, b: number): number {
+  if (a === 1 || b === 0) return 1;
+  let result = 1;
+  let base = a;
+  let e = b;
+  while (e > 0) {
+    if (e & 1) result = (result * base) & 255;
+    base = (base * base) & 255;
+    e >>= 1;
+  }
+  return result;
+}
+
+function ipow64(a: bigint, b: bigint): bigint {
+  if (a === 1n || b === 0n) return 1n;
+  if (b < 0n) return 0n;
+  let result = 1n;
+  let base = BigInt.asUintN(64, a);
+  let e = b;
+  while (e > 0n) {
+    if (e & 1n) result = BigInt.asUintN(64, result * base);
+    base = BigInt.asUintN(64, base * base);
+    e >>= 1n;
+  }
+  return asS64(result);
+}
+
+function maxOf<T extends number | bigint>(a: T, b: T): T {
+  return a < b ? b : a;
+}
+function minOf<T extends number | bigint>(a: T, b: T): T {
+  return b < a ? b : a;
+}
+function maxF(a: number, b: number): number {
+  if (Number.isNaN(a)) return a;
+  if (Number.isNaN(b)) return b;
+  return a < b ? b : a;
+}
+function minF(a: number, b: number): number {
+  if (Number.isNaN(a)) return a;
+  if (Number.isNaN(b)) return b;
+  return b < a ? b : a;
+}
+
+const toS8 = (x: number): number => (x >= 128 ? x - 256 : x);
+
+// ---- kernel tables ------------------------------------------------------------------------
+
+const floatOnly1 = (f: (x: number) => number): Kernels1 => ({ float: f });
+
+export type UnaryName =
+  | "abs"
+  | "negate"
+  | "sign"
+  | "exponential"
+  | "exponential-minus-one"
+  | "log"
+  | "log-plus-one"
+  | "sqrt"
+  | "rsqrt"
+  | "cbrt"
+  | "tanh"
+  | "logistic"
+  | "sine"
+  | "cosine"
+  | "tan"
+  | "erf"
+  | "floor"
+  | "ceil"
+  | "round-nearest-afz"
+  | "round-nearest-even"
+  | "not"
+  | "copy";
+
+const UNARY: { [K in UnaryName]: Kernels1 } = {
+  abs: {
+    float: Math.abs,
+    s32: (x) => (x < 0 ? -x : x) | 0,
+    u8: id,
+    s64: (x) => asS64(x < 0n ? -x : x),
+    pred: id,
+  },
+  negate: {
+    float: (x) => -x,
+    s32: (x) => -x | 0,
+    u8: (x) => -x & 255,
+    s64: (x) => asS64(-x),
+    pred: id,
+  },
+  sign: {
+    float: signF,
+    s32: (x) => (x > 0 ? 1 : x < 0 ? -1 : 0),
+    u8: (x) => (x > 0 ? 1 : 0),
+    s64: (x) => (x > 0n ? 1n : x < 0n ? -1n : 0n),
+    pred: id,
+  },
+  exponential: floatOnly1(Math.exp),
+  "exponential-minus-one": floatOnly1(Math.expm1),
+  log: floatOnly1(Math.log),
+  "log-plus-one": floatOnly1(Math.log1p),
+  sqrt: floatOnly1(Math.sqrt),
+  rsqrt: floatOnly1((x) => 1 / Math.sqrt(x)),
+  cbrt: floatOnly1(Math.cbrt),
+  tanh: floatOnly1(Math.tanh),
+  logistic: floatOnly1((x) => 1 / (1 + Math.exp(-x))),
+  sine: floatOnly1(Math.sin),
+  cosine: floatOnly1(Math.cos),
+  tan: floatOnly1(Math.tan),
+  erf: floatOnly1(erf),
+  floor: floatOnly1(Math.floor),
+  ceil: floatOnly1(Math.ceil),
+  "round-nearest-afz": floatOnly1(roundAfz),
+  "round-nearest-even": floatOnly1(roundEven),
+  not: { s32: (x) => ~x, u8: (x) => ~x & 255, s64: (x) => ~x, pred: (x) => 1 - x },
+  copy: { float: id, s32: id, u8: id, s64: id, pred: id },
+};
+
+export type BinaryName =
+  | "add"
+  | "subtract"
+  | "multiply"
+  | "divide"
+  | "remainder"
+  | "power"
+  | "maximum"
+  | "minimum"
+  | "atan2"
+  | "and"
+  | "or"
+  | "xor"
+  | "shift-left"
+  | "shift-right-arithmetic"
+  | "shift-right-logical";
+
+// pred arithmetic follows XLA's evaluator on bool: computed as unsigned, then nonzero → true.
+const BINARY: { [K in BinaryName]: Kernels2 } = {
+  add: {
+    float: (a, b) => a + b,
+    s32: (a, b) => (a + b) | 0,
+    u8: (a, b) => (a + b) & 255,
+    s64: (a, b) => asS64(a + b),
+    pred: (a, b) => a | b,
+  },
+  subtract: {
+    float: (a, b) => a - b,
+    s32: (a, b) => (a - b) | 0,
+    u8: (a, b) => (a - b) & 255,
+    s64: (a, b) => asS64(a - b),
+    pred: (a, b) => a ^ b,
+  },
+  multiply: {
+    float: (a, b) => a * b,
+    s32: (a, b) => Math.imul(a, b),
+    u8: (a, b) => (a * b) & 255,
+    s64: (a, b) => asS64(a * b),
+    pred: (a, b) => a & b,
+  },
+  divide: {
+    float: (a, b) => a / b,
+    s32: (a, b) => (b === 0 ? -1 : a === S32_MIN && b === -1 ? a : (a / b) | 0),
+    u8: (a, b) => (b === 0 ? 255 : Math.trunc(a / b)),
+    s64: (a, b) => (b === 0n ? -1n : a === S64_MIN && b === -1n ? a : a / b),
+    pred: (a, b) => (b === 0 ? 1 : a),
+  },
+  remainder: {
+    float: (a, b) => a % b,
+    s32: (a, b) => (b === 0 ? a : b === -1 ? 0 : (a % b) | 0),
+    u8: (a, b) => (b === 0 ? a : a % b),
+    s64: (a, b) => (b === 0n ? a : b === -1n ? 0n : a % b),
+    pred: (a, b) => (b === 0 ? a : 0),
+  },
+  power: {
+    float: powF,
+    s32: ipow32,
+    u8: ipowU8,
+    s64: ipow64,
+    pred: (a, b) => a | (1 - b),
+  },
+  maximum: { float: maxF, s32: maxOf, u8: maxOf, s64: maxOf, pred: maxOf },
+  minimum: { float: minF, s32: minOf, u8: minOf, s64: minOf, pred: minOf },
+  atan2: { float: Math.atan2 },
+  and: { s32: (a, b) => a & b, u8: (a, b) => a & b, s64: (a, b) => a & b, pred: (a, b) => a & b },
+  or: { s32: (a, b) => a | b, u8: (a, b) => a | b, s64: (a, b) => a | b, pred: (a, b) => a | b },
+  xor: { s32: (a, b) => a ^ b, u8: (a, b) => a ^ b, s64: (a, b) => a ^ b, pred: (a, b) => a ^ b },
+  "shift-left": {
+    s32: (a, b) => (b < 0 || b >= 32 ? 0 : a << b),
+    u8: (a, b) => (b >= 8 ? 0 : (a << b) & 255),
+    s64: (a, b) => (b < 0n || b >= 64n ? 0n : asS64(a << b)),
+  },
+  "shift-right-arithmetic": {
+    s32: (a, b) => (b < 0 || b >= 32 ? (a < 0 ? -1 : 0) : a >> b),
+    u8: (a, b) => (b >= 8 ? (a >= 128 ? 255 : 0) : (toS8(a) >> b) & 255),
+    s64: (a, b) => (b < 0n || b >= 64n ? (a < 0n ? -1n : 0n) : a >> b),
+  },
+  "shift-right-logical": {
+    s32: (a, b) => (b < 0 || b >= 32 ? 0 : (a >>> b) | 0),
+    u8: (a, b) => (b >= 8 ? 0 : a >>> b),
+    s64: (a, b) => (b < 0n || b >= 64n ? 0n : asS64(BigInt.asUintN(64, a) >> b)),
+  },
+};
+
+export function isUnaryName(op: string): op is UnaryName {
+  return Object.prototype.hasOwnProperty.call(UNARY, op);
+}
+
+export function isBinaryName(op: string): op is BinaryName {
+  return Object.prototype.hasOwnProperty.call(BINARY, op);
+}
+
+/** The scalar kernel of a unary opcode for element type t (fails if undefined for t). */
+export function unaryKernel(op: UnaryName, t: ElementType): F1 {
+  const k = UNARY[op][slot(t)];
+  if (!k) fail(`${op} is not defined for ${t}`);
+  return k as F1;
+}
+
+/** The scalar kernel of a binary opcode for element type t (fails if undefined for t). */
+export function binaryKernel(op: BinaryName, t: ElementType): F2 {
+  const k = BINARY[op][slot(t)];
+  if (!k) fail(`${op} is not defined for ${t}`);
+  return k as F2;
+}
+
+// ---- compare ------------------------------------------------------------------------------
+
+const cmpF32 = new Float32Array(1);
+const cmpI32 = new Int32Array(cmpF32.buffer);
+
+/**
+ * A signed integer whose order is IEEE totalOrder on the f32 value: -NaN < -Inf < ... < -0 <
+ * +0 < ... < +Inf < +NaN. (NaN payloads are those the JS engine keeps through a double.)
+ */
+export function totalOrderKey(x: number): number {
+  cmpF32[0] = x;
+  const bits = cmpI32[0]!;
+  return bits < 0 ? bits ^ 0x7fffffff : bits;
+}
+
+function directionFn<T>(dir: ComparisonDirection): (a: T, b: T) => boolean {
+  switch (dir) {
+    case "EQ":
+      return (a, b) => a === b;
+    case "NE":
+      return (a, b) => a !== b;
+    case "LT":
+      return (a, b) => a < b;
+    case "LE":
+      return (a, b) => a <= b;
+    case "GT":
+      return (a, b) => a > b;
+    case "GE":
+      return (a, b) => a >= b;
+    default: {
+      const never: never = dir;
+      return fail(`unknown comparison direction ${String(never)}`);
+    }
+  }
+}
+
+/** The scalar compare of element type t (result 0/1). */
+export function compareKernel(
+  t: ElementType,
+  dir: ComparisonDirection,
+  ctype: ComparisonType | undefined,
+): F2 {
+  if (isFloat(t) && ctype === "TOTALORDER") {
+    const f = directionFn<number>(dir);
+    return (a, b) => (f(totalOrderKey(a as number), totalOrderKey(b as number)) ? 1 : 0);
+  }
+  if (!isFloat(t) && ctype === "FLOAT") fail(`comparison type FLOAT is not valid for ${t}`);
+  if (isFloat(t) && (ctype === "SIGNED" || ctype === "UNSIGNED")) {
+    fail(`comparison type ${ctype} is not valid for ${t}`);
+  }
+  const f = directionFn<Scalar>(dir);
+  return (a, b) => (f(a, b) ? 1 : 0);
+}
+
+// ---- loops --------------------------------------------------------------------------------
+
+function sameDimsOrFail(a: Literal, b: Literal, what: string): void {
+  if (a.dims.length !== b.dims.length || a.dims.some((d, i) => d !== b.dims[i])) {
+    fail(`${what} have different actual dims: ${valueShapeString(a)} vs ${valueShapeString(b)}`);
+  }
+}
+
+export function mapUnary(outType: ElementType, x: Literal, f: F1): Literal {
+  const data = allocate(outType, x.size);
+  const out = mutableElems(data);
+  const src = elems(x);
+  const round = roundFor(outType);
+  if (round) for (let i = 0; i < x.size; i++) out[i] = round(f(src[i]!) as number);
+  else for (let i = 0; i < x.size; i++) out[i] = f(src[i]!);
+  return new Literal(outType, x.dims, data);
+}
+
+export function mapBinary(outType: ElementType, a: Literal, b: Literal, f: F2): Literal {
+  sameDimsOrFail(a, b, "operands");
+  if (a.type !== b.type) fail(`operand element types differ: ${a.type} vs ${b.type}`);
+  const data = allocate(outType, a.size);
+  const out = mutableElems(data);
+  const x = elems(a);
+  const y = elems(b);
+  const round = roundFor(outType);
+  if (round) for (let i = 0; i < a.size; i++) out[i] = round(f(x[i]!, y[i]!) as number);
+  else for (let i = 0; i < a.size; i++) out[i] = f(x[i]!, y[i]!);
+  return new Literal(outType, a.dims, data);
+}
+
+// ---- opcode implementations ---------------------------------------------------------------
+
+export function unaryOp(op: UnaryName): OpImpl {
+  return (_instr, ops) => {
+    const x = asLiteral(ops[0], "operand 0");
+    return mapUnary(x.type, x, unaryKernel(op, x.type));
+  };
+}
+
+export function binaryOp(op: BinaryName): OpImpl {
+  return (_instr, ops) => {
+    const a = asLiteral(ops[0], "operand 0");
+    const b = asLiteral(ops[1], "operand 1");
+    return mapBinary(a.type, a, b, binaryKernel(op, a.type));
+  };
+}
+
+export const compareOp: OpImpl = (instr, ops) => {
+  const a = asLiteral(ops[0], "operand 0");
+  const b = asLiteral(ops[1], "operand 1");
+  const k = compareKernel(a.type, attr(instr, "direction"), instr.attrs.comparisonType);
+  return mapBinary("pred", a, b, k);
+};
+
+export const isFiniteOp: OpImpl = (_instr, ops) => {
+  const x = asLiteral(ops[0], "operand 0");
+  if (!isFloat(x.type)) fail(`is-finite needs a float operand, got ${x.type}`);
+  return mapUnary("pred", x, (v) => (Number.isFinite(v) ? 1 : 0));
+};
+
+/** Reads element i of a literal that is either scalar (broadcast) or has dims `dims`. */
+function scalarOrSame(lit: Literal, dims: readonly number[], what: string): (i: number) => Scalar {
+  const e = elems(lit);
+  if (lit.dims.length === 0) return () => e[0]!;
+  if (lit.dims.length !== dims.length || lit.dims.some((d, i) => d !== dims[i])) {
+    fail(`${what} ${valueShapeString(lit)} must be a scalar or have dims [${dims.join(",")}]`);
+  }
+  return (i) => e[i]!;
+}
+
+export const selectOp: OpImpl = (_instr, ops) => {
+  const p = asLiteral(ops[0], "predicate");
+  const t = asLiteral(ops[1], "on_true");
+  const f = asLiteral(ops[2], "on_false");
+  if (p.type !== "pred") fail(`the predicate must be pred, got ${p.type}`);
+  sameDimsOrFail(t, f, "on_true and on_false");
+  if (t.type !== f.type) fail(`on_true and on_false types differ: ${t.type} vs ${f.type}`);
+  const pick = scalarOrSame(p, t.dims, "the predicate");
+  const a = elems(t);
+  const b = elems(f);
+  const data = allocate(t.type, t.size);
+  const out = mutableElems(data);
+  for (let i = 0; i < t.size; i++) out[i] = pick(i) ? a[i]! : b[i]!;
+  return new Literal(t.type, t.dims, data);
+};
+
+/** clamp(lo, x, hi): NaN in lo, x, hi (in that order) wins; else min(hi, max(x, lo)). */
+export const clampOp: OpImpl = (_instr, ops) => {
+  const lo = asLiteral(ops[0], "min");
+  const x = asLiteral(ops[1], "operand");
+  const hi = asLiteral(ops[2], "max");
+  if (lo.type !== x.type || hi.type !== x.type) {
+    fail(`min, operand and max must have one element type: ${lo.type}, ${x.type}, ${hi.type}`);
+  }
+  const getLo = scalarOrSame(lo, x.dims, "min");
+  const getHi = scalarOrSame(hi, x.dims, "max");
+  const float = isFloat(x.type);
+  const v = elems(x);
+  const data = allocate(x.type, x.size);
+  const out = mutableElems(data);
+  for (let i = 0; i < x.size; i++) {
+    const l = getLo(i);
+    const h = getHi(i);
+    const xi = v[i]!;
+    if (float && Number.isNaN(l)) out[i] = l;
+    else if (float && Number.isNaN(xi)) out[i] = xi;
+    else if (float && Number.isNaN(h)) out[i] = h;
+    else {
+      const m = xi < l ? l : xi;
+      out[i] = m < h ? m : h;
+    }
+  }
+  return new Literal(x.type, x.dims, data);
+};
+
+// ---- convert ------------------------------------------------------------------------------
+
+const INT_RANGE: Record<"s32" | "u8", [number, number]> = {
+  s32: [-2147483648, 2147483647],
+  u8: [0, 255],
+};
+
+/** Float → integer: truncate toward zero, NaN → 0, saturate at the type's range (XLA). */
+function floatToInt(to: "s32" | "u8"): (x: number) => number {
+  const [lo, hi] = INT_RANGE[to];
+  return (x) => (Number.isNaN(x) ? 0 : x <= lo ? lo : x >= hi ? hi : Math.trunc(x) + 0);
+}
+
+const TWO63 = 2 ** 63;
+function floatToS64(x: number): bigint {
+  if (Number.isNaN(x)) return 0n;
+  if (x >= TWO63) return 2n ** 63n - 1n;
+  if (x <= -TWO63) return S64_MIN;
+  return BigInt(Math.trunc(x));
+}
+
+/** The f32 nearest to an s64 (ties to even), rounding once from the exact integer. */
+function s64ToF32(v: bigint): number {
+  const neg = v < 0n;
+  const m = neg ? -v : v;
+  const bits = m.toString(2).length;
+  if (bits <= 24) return Number(v);
+  const shift = BigInt(bits - 24);
+  let q = m >> shift;
+  const rem = m - (q << shift);
+  const half = 1n << (shift - 1n);
+  if (rem > half || (rem === half && (q & 1n) === 1n)) q += 1n;
+  const r = Number(q) * 2 ** Number(shift);
+  return neg ? -r : r;
+}
+
+/** The scalar conversion between element types as XLA's Literal::Convert does it. */
+export function converter(from: ElementType, to: ElementType): F1 {
+  if (from === to) return id;
+  if (to === "pred") return from === "s64" ? (x) => (x !== 0n ? 1 : 0) : (x) => (x !== 0 ? 1 : 0);
+  if (from === "s64") {
+    switch (to) {
+      case "s32":
+        return (x) => Number(BigInt.asIntN(32, x as bigint));
+      case "u8":
+        return (x) => Number(BigInt.asUintN(8, x as bigint));
+      case "f32":
+        return (x) => s64ToF32(x as bigint);
+      case "f16":
+        return (x) => roundToF16(s64ToF32(x as bigint));
+      case "bf16":
+        return (x) => roundToBF16(s64ToF32(x as bigint));
+      default:
+        return fail(`cannot convert s64 to ${to}`);
+    }
+  }
+  if (to === "s64") return isFloat(from) ? (x) => floatToS64(x as number) : (x) => BigInt(x);
+  // from and to are now among pred s32 u8 f16 bf16 f32 (numbers).
+  if (isFloat(from)) {
+    if (to === "s32" || to === "u8") return floatToInt(to) as F1;
+    if (to === "f16") return roundToF16 as F1;
+    if (to === "bf16") return roundToBF16 as F1;
+    return id; // → f32: every f16/bf16 value is an f32
+  }
+  // from is pred, s32 or u8: integers convert modulo the width, to floats by rounding (via f32).
+  switch (to) {
+    case "s32":
+      return (x) => (x as number) | 0;
+    case "u8":
+      return (x) => (x as number) & 255;
+    case "f32":
+      return (x) => Math.fround(x as number);
+    case "f16":
+      return roundToF16 as F1;
+    case "bf16":
+      return roundToBF16 as F1;
+    default:
+      return fail(`cannot convert ${from} to ${to}`);
+  }
+}
+
+export const convertOp: OpImpl = (instr, ops) => {
+  const x = asLiteral(ops[0], "operand 0");
+  const to = instr.shape.kind === "array" ? instr.shape.type : fail("convert to a tuple shape");
+  const f = converter(x.type, to);
+  const data = allocate(to, x.size);
+  const out = mutableElems(data);
+  const src = elems(x);
+  for (let i = 0; i < x.size; i++) out[i] = f(src[i]!);
+  return new Literal(to, x.dims, data);
+};
+
+// ---- bitcast-convert ----------------------------------------------------------------------
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** Little-endian bytes of every element, in row-major order. */
+function toBytes(x: Literal): Uint8Array {
+  const out = new Uint8Array(x.size * elementByteSize(x.type));
+  if (x.type === "f32" && LITTLE_ENDIAN) {
+    // The raw f32 bits, so NaN payloads survive (no trip through a double).
+    out.set(new Uint8Array(x.data.buffer, x.data.byteOffset, x.data.byteLength));
+    return out;
+  }
+  const view = new DataView(out.buffer);
+  const e = elems(x);
+  for (let i = 0; i < x.size; i++) {
+    const v = e[i]!;
+    switch (x.type) {
+      case "f32":
+        view.setFloat32(i * 4, v as number, true);
+        break;
+      case "f16":
+        view.setUint16(i * 2, f32ToF16Bits(v as number), true);
+        break;
+      case "bf16":
+        view.setUint16(i * 2, f32ToBF16Bits(v as number), true);
+        break;
+      case "s32":
+        view.setInt32(i * 4, v as number, true);
+        break;
+      case "s64":
+        view.setBigInt64(i * 8, v as bigint, true);
+        break;
+      case "u8":
+        view.setUint8(i, v as number);
+        break;
+      case "pred":
+        return fail("bitcast-convert does not take pred");
+      default: {
+        const never: never = x.type;
+        return fail(`unknown element type ${String(never)}`);
+      }
+    }
+  }
+  return out;
+}
+
+function fromBytes(type: ElementType, dims: readonly number[], bytes: Uint8Array): Literal {
+  const w = elementByteSize(type);
+  const n = bytes.length / w;
+  const data = allocate(type, n);
+  const out = mutableElems(data);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < n; i++) {
+    switch (type) {
+      case "f32":
+        out[i] = view.getFloat32(i * 4, true);
+        break;
+      case "f16":
+        out[i] = f16BitsToNumber(view.getUint16(i * 2, true));
+        break;
+      case "bf16":
+        out[i] = bf16BitsToNumber(view.getUint16(i * 2, true));
+        break;
+      case "s32":
+        out[i] = view.getInt32(i * 4, true);
+        break;
+      case "s64":
+        out[i] = view.getBigInt64(i * 8, true);
+        break;
+      case "u8":
+        out[i] = view.getUint8(i);
+        break;
+      case "pred":
+        return fail("bitcast-convert does not produce pred");
+      default: {
+        const never: never = type;
+        return fail(`unknown element type ${String(never)}`);
+      }
+    }
+  }
+  if (type === "f32" && LITTLE_ENDIAN) new Uint8Array(data.buffer).set(bytes);
+  return new Literal(type, dims, data);
+}
+
+/**
+ * Reinterprets the bits (little-endian, row-major). Equal widths keep the dims; a narrower
+ * result appends a dim of size ratio; a wider result consumes a last dim of size ratio (XLA).
+ */
+export const bitcastConvertOp: OpImpl = (instr, ops) => {
+  const x = asLiteral(ops[0], "operand 0");
+  const to = instr.shape.kind === "array" ? instr.shape.type : fail("bitcast to a tuple shape");
+  if (x.type === "pred" || to === "pred") {
+    fail(`bitcast-convert ${x.type} → ${to}: pred has no bit form`);
+  }
+  const wi = elementByteSize(x.type);
+  const wo = elementByteSize(to);
+  let dims: number[];
+  if (wi === wo) dims = [...x.dims];
+  else if (wi > wo) dims = [...x.dims, wi / wo];
+  else {
+    const last = x.dims[x.dims.length - 1];
+    if (last !== wo / wi) {
+      fail(
+        `bitcast-convert ${x.type} → ${to} needs a last dim of ${wo / wi}, got ` +
+          valueShapeString(x),
+      );
+    }
+    dims = x.dims.slice(0, -1);
+  }
+  return fromBytes(to, dims, toBytes(x));
+};

@@ -1,0 +1,1362 @@
+// The HLO text parser: reads XLA's HLO text syntax (what ir/print.ts writes, and what XLA's own
+// parser accepts in its tests: names with or without `%`, operands with or without shapes,
+// `/* */` and `//` comments, optional signatures, computations in any order, `HloModule`
+// header attributes) into a Module. It works in two steps: the text is read into a small
+// syntax tree (so computations may be called before they are defined), then the Module is built
+// with Computation.addInstruction, taking each declared shape as given. As in XLA, an operand
+// must be defined before its use and, without an ENTRY keyword, the last computation is the
+// entry. A Module's instruction names are module-wide, so a name reused in another computation
+// gets a fresh `.N` suffix. XLA attributes that do not change what a program computes here
+// (IGNORED_ATTRS: sharding, frontend_attributes, ...) are read and dropped; any other unknown
+// attribute is an error. Every failure is a ParseError with the line and column and what was
+// expected there; the verifier is not run.
+
+import {
+  COMPARISON_DIRECTIONS,
+  type Attributes,
+  type ComparisonDirection,
+  type ComparisonType,
+  convDimsFromLabels,
+  type DotDimensionNumbers,
+  type FusionKind,
+  type GatherDimensionNumbers,
+  type Metadata,
+  type PaddingDim,
+  type ScatterDimensionNumbers,
+  type SliceDim,
+  type WindowDim,
+} from "./attributes.ts";
+import { ParseError } from "./errors.ts";
+import { allocate, Literal, type ScalarValue, toStored } from "./literal.ts";
+import { type Computation, type Instruction, Module } from "./module.ts";
+import { isOpcode, OPCODE_INFO, type Opcode } from "./opcodes.ts";
+import {
+  type ArrayShape,
+  ELEMENT_TYPES,
+  type ElementType,
+  isElementType,
+  type Shape,
+  shapeToString,
+  tupleShape,
+} from "./shape.ts";
+import { ATTR_KEYS, type AttrKey, type AttrSlot, slotKey, TEXT_ATTRS } from "./print.ts";
+
+// ---- syntax tree --------------------------------------------------------------------------
+
+interface NameRef {
+  name: string;
+  pos: number;
+}
+
+interface OperandAst extends NameRef {
+  /** The shape written before the operand name, if any. */
+  shape?: Shape;
+}
+
+interface InstrAst extends NameRef {
+  isRoot: boolean;
+  rootPos: number;
+  shape: Shape;
+  opcode: Opcode;
+  opcodePos: number;
+  operands: OperandAst[];
+  attrs: Attributes;
+  metadata: Metadata;
+  /** Called computations in the role order of OPCODE_INFO[opcode].called. */
+  called: NameRef[];
+}
+
+interface SignatureAst {
+  pos: number;
+  params: Shape[];
+  result: Shape;
+  resultPos: number;
+}
+
+interface CompAst extends NameRef {
+  isEntry: boolean;
+  signature?: SignatureAst;
+  instrs: InstrAst[];
+}
+
+interface ModuleAst {
+  name?: string;
+  comps: CompAst[];
+}
+
+/** Attributes as they are read, before they are put together per opcode. */
+interface Draft {
+  attrs: Attributes;
+  metadata: Metadata;
+  dot: DotDimensionNumbers;
+  gather: GatherDimensionNumbers;
+  scatter: ScatterDimensionNumbers;
+  indexVectorDim: number;
+  refs: Partial<Record<AttrKey, NameRef[]>>;
+  seen: Map<string, number>;
+}
+
+function newDraft(): Draft {
+  return {
+    attrs: {},
+    metadata: {},
+    dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [], rhsContracting: [] },
+    gather: {
+      offsetDims: [],
+      collapsedSliceDims: [],
+      startIndexMap: [],
+      indexVectorDim: 0,
+      operandBatchingDims: [],
+      startIndicesBatchingDims: [],
+    },
+    scatter: {
+      updateWindowDims: [],
+      insertedWindowDims: [],
+      scatterDimsToOperandDims: [],
+      indexVectorDim: 0,
+      inputBatchingDims: [],
+      scatterIndicesBatchingDims: [],
+    },
+    indexVectorDim: 0,
+    refs: {},
+    seen: new Map(),
+  };
+}
+
+/** XLA attributes that Kiln reads and drops: they do not change what a program computes here. */
+const IGNORED_ATTRS: ReadonlySet<string> = new Set([
+  "sharding",
+  "frontend_attributes",
+  "statistics",
+  "parameter_replication",
+  "origin",
+  "control-predecessors",
+  "operand_precision",
+  "result_accuracy",
+]);
+
+/** XLA OpMetadata fields that Kiln's Metadata does not keep. */
+const IGNORED_METADATA: ReadonlySet<string> = new Set([
+  "source_end_line",
+  "source_end_column",
+  "profile_type",
+  "deduplicated_name",
+  "preserve_layout",
+  "scheduling_name",
+  "stack_frame_id",
+]);
+
+const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
+const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
+const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
+const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
+const MAX_DEPTH = 200;
+
+const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
+const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
+const RE_INT = /[-+]?[0-9]+/y;
+const RE_FLOAT = /[-+]?(?:inf|nan|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)/y;
+const RE_TYPE = /[a-z][a-z0-9]*/y;
+const RE_OPCODE = /[a-z][a-z0-9-]*/y;
+const RE_ATTR = /[A-Za-z_][A-Za-z0-9_-]*/y;
+const RE_WORD = /[A-Za-z0-9_.%-]+/y;
+
+/** C escapes: the byte each stands for. */
+const SIMPLE_ESCAPES: Readonly<Record<string, number>> = {
+  n: 10,
+  t: 9,
+  r: 13,
+  '"': 34,
+  "'": 39,
+  "\\": 92,
+  "?": 63,
+  a: 7,
+  b: 8,
+  f: 12,
+  v: 11,
+};
+
+function match(re: RegExp, text: string, pos: number): string | undefined {
+  re.lastIndex = pos;
+  const m = re.exec(text);
+  return m ? m[0] : undefined;
+}
+
+// ---- the reader ---------------------------------------------------------------------------
+
+class Parser {
+  pos = 0;
+  private readonly lineStarts: number[] = [0];
+
+  constructor(readonly text: string) {
+    for (let i = 0; i < text.length; i++) if (text[i] === "\n") this.lineStarts.push(i + 1);
+  }
+
+  // -- positions and errors --
+
+  lineCol(pos: number): { line: number; column: number } {
+    let lo = 0;
+    let hi = this.lineStarts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.lineStarts[mid]! <= pos) lo = mid;
+      else hi = mid - 1;
+    }
+    return { line: lo + 1, column: pos - this.lineStarts[lo]! + 1 };
+  }
+
+  lineOf(pos: number): number {
+    return this.lineCol(pos).line;
+  }
+
+  error(pos: number, detail: string): ParseError {
+    const at = Math.min(Math.max(pos, 0), this.text.length);
+    const { line, column } = this.lineCol(at);
+    const start = this.lineStarts[line - 1]!;
+    const nl = this.text.indexOf("\n", start);
+    const src = this.text.slice(start, nl < 0 ? this.text.length : nl).replace(/\r$/, "");
+    return new ParseError(line, column, detail, src);
+  }
+
+  /** What the text holds at `pos`, for "got ..." in messages. */
+  describe(pos: number): string {
+    let p = pos;
+    while (this.text[p] === " " || this.text[p] === "\t") p++;
+    if (p >= this.text.length) return "end of input";
+    const c = this.text[p]!;
+    if (c === "\n" || c === "\r") return "end of line";
+    if (this.text.startsWith("->", p)) return "'->'";
+    const w = match(RE_WORD, this.text, p);
+    if (w !== undefined) return `'${w.length > 32 ? `${w.slice(0, 32)}...` : w}'`;
+    const code = c.codePointAt(0)!;
+    if (code >= 0x20 && code < 0x7f) return `'${c}'`;
+    return `character U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
+  }
+
+  /** Throws "expected X, got Y" at the current position (after whitespace). */
+  fail(expected: string): never {
+    this.ws();
+    throw this.error(this.pos, `expected ${expected}, got ${this.describe(this.pos)}`);
+  }
+
+  failAt(pos: number, expected: string): never {
+    throw this.error(pos, `expected ${expected}, got ${this.describe(pos)}`);
+  }
+
+  // -- tokens --
+
+  /** Skips whitespace and comments. */
+  ws(): void {
+    const t = this.text;
+    for (;;) {
+      const c = t.charCodeAt(this.pos);
+      if (c === 32 || c === 9 || c === 10 || c === 13) {
+        this.pos++;
+      } else if (c === 47 && t.charCodeAt(this.pos + 1) === 42) {
+        const end = t.indexOf("*/", this.pos + 2);
+        if (end < 0) {
+          throw this.error(t.length, "expected '*/' to close the comment, got end of input");
+        }
+        this.pos = end + 2;
+      } else if (c === 47 && t.charCodeAt(this.pos + 1) === 47) {
+        const end = t.indexOf("\n", this.pos);
+        this.pos = end < 0 ? t.length : end;
+      } else {
+        return;
+      }
+    }
+  }
+
+  atEnd(): boolean {
+    this.ws();
+    return this.pos >= this.text.length;
+  }
+
+  peek(): string {
+    this.ws();
+    return this.text[this.pos] ?? "";
+  }
+
+  eat(s: string): boolean {
+    this.ws();
+    if (!this.text.startsWith(s, this.pos)) return false;
+    this.pos += s.length;
+    return true;
+  }
+
+  expect(s: string, context = ""): void {
+    if (!this.eat(s)) this.fail(`'${s}'${context ? ` ${context}` : ""}`);
+  }
+
+  eatKeyword(word: string): boolean {
+    this.ws();
+    if (!this.text.startsWith(word, this.pos)) return false;
+    if (/[A-Za-z0-9_.%-]/.test(this.text[this.pos + word.length] ?? "")) return false;
+    this.pos += word.length;
+    return true;
+  }
+
+  /** A name with or without `%` (the `%` is dropped). */
+  name(what: string): NameRef {
+    this.ws();
+    const pos = this.pos;
+    let raw = match(RE_PERCENT_NAME, this.text, pos) ?? match(RE_NAME, this.text, pos);
+    if (raw === undefined) this.fail(what);
+    // `%a->` : the arrow is not part of the name.
+    if (raw.endsWith("-") && this.text[pos + raw.length] === ">") raw = raw.slice(0, -1);
+    const name = raw.startsWith("%") ? raw.slice(1) : raw;
+    if (name === "") this.fail(what);
+    this.pos = pos + raw.length;
+    return { name, pos };
+  }
+
+  int(what = "an integer"): number {
+    this.ws();
+    const s = match(RE_INT, this.text, this.pos);
+    if (s === undefined) this.fail(what);
+    const v = Number(s);
+    if (!Number.isSafeInteger(v)) {
+      throw this.error(this.pos, `expected ${what} of at most 2^53, got '${s}'`);
+    }
+    this.pos += s.length;
+    return v;
+  }
+
+  natural(what = "a non-negative integer"): number {
+    this.ws();
+    const at = this.pos;
+    const v = this.int(what);
+    if (v < 0) this.failAt(at, what);
+    return v;
+  }
+
+  /** `{1,2,3}` or `{}`. */
+  intList(what = "a list of integers like {0,1}"): number[] {
+    this.ws();
+    if (this.text[this.pos] !== "{") this.fail(what);
+    this.pos++;
+    const out: number[] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      out.push(this.int());
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail("',' or '}' in the integer list");
+    }
+  }
+
+  bool(): boolean {
+    if (this.eatKeyword("true")) return true;
+    if (this.eatKeyword("false")) return false;
+    return this.fail("true or false");
+  }
+
+  /** One of `words` (an identifier-like token). */
+  oneOf<T extends string>(words: readonly T[], what: string): T {
+    this.ws();
+    const w = match(RE_ATTR, this.text, this.pos);
+    const hit = words.find((x) => x === w);
+    if (hit === undefined) this.fail(`${what} (${words.join(", ")})`);
+    this.pos += hit.length;
+    return hit;
+  }
+
+  /** A double-quoted string with C escapes (escaped bytes are read as UTF-8, as XLA writes). */
+  string(): string {
+    this.ws();
+    const open = this.pos;
+    if (this.text[open] !== '"') this.fail("a string in double quotes");
+    const parts: string[] = [];
+    let bytes: number[] = [];
+    const flushBytes = () => {
+      if (bytes.length > 0) parts.push(new TextDecoder().decode(new Uint8Array(bytes)));
+      bytes = [];
+    };
+    let i = open + 1;
+    let quote = -1;
+    let slash = -1;
+    for (;;) {
+      // Both searches are cached until passed, so long strings stay linear.
+      if (quote < i) quote = this.text.indexOf('"', i);
+      if (slash < i && slash !== -2) slash = this.text.indexOf("\\", i);
+      if (slash === -1) slash = -2;
+      if (quote < 0) {
+        throw this.error(this.text.length, "expected '\"' to close the string, got end of input");
+      }
+      if (slash === -2 || quote < slash) {
+        flushBytes();
+        parts.push(this.text.slice(i, quote));
+        this.pos = quote + 1;
+        return parts.join("");
+      }
+      if (slash > i) {
+        flushBytes();
+        parts.push(this.text.slice(i, slash));
+      }
+      const e = this.text[slash + 1] ?? "";
+      const simple = SIMPLE_ESCAPES[e];
+      if (simple !== undefined) {
+        bytes.push(simple);
+        i = slash + 2;
+      } else if (/[0-7]/.test(e)) {
+        const oct = match(/[0-7]{1,3}/y, this.text, slash + 1)!;
+        bytes.push(parseInt(oct, 8) & 0xff);
+        i = slash + 1 + oct.length;
+      } else if (e === "x" && /[0-9a-fA-F]/.test(this.text[slash + 2] ?? "")) {
+        const hex = match(/[0-9a-fA-F]{1,2}/y, this.text, slash + 2)!;
+        bytes.push(parseInt(hex, 16));
+        i = slash + 2 + hex.length;
+      } else {
+        this.failAt(slash, "an escape sequence (\\n, \\t, \\\", \\\\, \\ooo, \\xHH)");
+      }
+    }
+  }
+
+  /** Skips one attribute value: a balanced {...}/(...)/[...], a string, or a word. */
+  skipValue(): void {
+    this.ws();
+    const open = this.text[this.pos] ?? "";
+    if (open === '"') {
+      this.string();
+      return;
+    }
+    if (open === "{" || open === "(" || open === "[") {
+      this.skipBalanced();
+      return;
+    }
+    const w = match(/[^\s,{}()[\]]+/y, this.text, this.pos);
+    if (w === undefined) this.fail("an attribute value");
+    this.pos += w.length;
+  }
+
+  /** Skips from an opening bracket to its matching close; returns the skipped text. */
+  skipBalanced(): string {
+    const start = this.pos;
+    const closers: { ch: string; pos: number }[] = [];
+    const pairs: Record<string, string> = { "{": "}", "(": ")", "[": "]" };
+    while (this.pos < this.text.length) {
+      const c = this.text[this.pos]!;
+      if (c === '"') {
+        this.string();
+        continue;
+      }
+      if (pairs[c] !== undefined) {
+        closers.push({ ch: pairs[c], pos: this.pos });
+      } else if (c === "}" || c === ")" || c === "]") {
+        const top = closers.pop();
+        if (!top || top.ch !== c) {
+          this.failAt(this.pos, top ? `'${top.ch}'` : "a balanced value");
+        }
+        if (closers.length === 0) {
+          this.pos++;
+          return this.text.slice(start, this.pos);
+        }
+      }
+      this.pos++;
+    }
+    const top = closers[closers.length - 1]!;
+    const { line, column } = this.lineCol(top.pos);
+    throw this.error(
+      this.text.length,
+      `expected '${top.ch}' to close the one at line ${line}, column ${column}, got end of input`,
+    );
+  }
+
+  // -- shapes --
+
+  /** True when a shape starts here: `(` or an element type directly followed by `[`. */
+  atShape(): boolean {
+    this.ws();
+    if (this.text[this.pos] === "(") return true;
+    const t = match(RE_TYPE, this.text, this.pos);
+    return t !== undefined && this.text[this.pos + t.length] === "[";
+  }
+
+  shape(depth = 0): Shape {
+    this.ws();
+    const start = this.pos;
+    if (depth > MAX_DEPTH) throw this.error(start, "expected a shape, got tuples nested too deep");
+    if (this.text[start] === "(") {
+      this.pos++;
+      const elements: Shape[] = [];
+      if (this.eat(")")) return tupleShape(elements);
+      for (;;) {
+        elements.push(this.shape(depth + 1));
+        if (this.eat(",")) continue;
+        if (this.eat(")")) return tupleShape(elements);
+        this.fail("',' or ')' in the tuple shape");
+      }
+    }
+    const t = match(RE_TYPE, this.text, start);
+    if (t === undefined || this.text[start + t.length] !== "[") {
+      this.fail("a shape like f32[2,3]");
+    }
+    if (!isElementType(t)) {
+      throw this.error(
+        start,
+        `expected an element type (${ELEMENT_TYPES.join(", ")}), got '${t}'`,
+      );
+    }
+    this.pos = start + t.length + 1;
+    const dims: number[] = [];
+    const dynamic: boolean[] = [];
+    if (!this.eat("]")) {
+      for (;;) {
+        this.ws();
+        if (this.text[this.pos] === "?") {
+          this.failAt(
+            this.pos,
+            "a size or a bound '<=N' (unbounded dynamic dims are not supported)",
+          );
+        }
+        const isDyn = this.eat("<=");
+        dims.push(this.natural("a dimension size"));
+        dynamic.push(isDyn);
+        if (this.eat(",")) continue;
+        if (this.eat("]")) break;
+        this.fail("',' or ']' in the shape's dimensions");
+      }
+    }
+    const layout = this.layout(dims.length);
+    return layout
+      ? { kind: "array", type: t, dims, dynamic, layout }
+      : { kind: "array", type: t, dims, dynamic };
+  }
+
+  /** `{1,0}` after a shape's dims, when present. */
+  private layout(rank: number): number[] | undefined {
+    const save = this.pos;
+    this.ws();
+    if (this.text[this.pos] !== "{") {
+      this.pos = save;
+      return undefined;
+    }
+    const open = this.pos;
+    this.pos++;
+    this.ws();
+    const next = this.text[this.pos] ?? "";
+    if (!/[0-9}:]/.test(next)) {
+      // Not a layout: the `{` opens something else (a computation body).
+      this.pos = save;
+      return undefined;
+    }
+    const order: number[] = [];
+    if (!this.eat("}")) {
+      for (;;) {
+        if (this.peek() === ":") break;
+        order.push(this.natural("a dimension number in the layout"));
+        if (this.eat(",")) continue;
+        break;
+      }
+      this.ws();
+      if (this.text[this.pos] === ":") {
+        throw this.error(
+          this.pos,
+          "expected '}' to end the layout (tiled or memory-space layouts like {1,0:T(8,128)} " +
+            `are not supported), got ${this.describe(this.pos)}`,
+        );
+      }
+      this.expect("}", "to end the layout");
+    }
+    const sorted = [...order].sort((a, b) => a - b);
+    if (order.length !== rank || sorted.some((d, i) => d !== i)) {
+      const want = rank === 0 ? "{}" : `a permutation of 0..${rank - 1}`;
+      throw this.error(open, `expected a layout that is ${want}, got {${order.join(",")}}`);
+    }
+    return order;
+  }
+
+  // -- literals --
+
+  literal(shape: ArrayShape): Literal {
+    const n = shape.dims.reduce((a, b) => a * b, 1);
+    const left = this.text.length - this.pos;
+    if (n > left) {
+      // Each element takes at least one character: fail before allocating storage.
+      throw this.error(
+        this.pos,
+        `expected ${n} elements for the ${shapeToString(shape, false)} constant, ` +
+          `got only ${left} characters of text`,
+      );
+    }
+    const data = allocate(shape.type, n);
+    const store = data as unknown as (number | bigint)[];
+    let index = 0;
+    const put = () => {
+      const v = this.scalar(shape.type);
+      if (index < n) store[index] = v;
+      index++;
+    };
+    const rank = shape.dims.length;
+    const level = (dim: number) => {
+      this.ws();
+      const open = this.pos;
+      if (this.text[open] !== "{") {
+        this.fail(`'{' to open dimension ${dim} of the ${shapeToString(shape, false)} constant`);
+      }
+      this.pos++;
+      let count = 0;
+      if (!this.eat("}")) {
+        for (;;) {
+          if (dim === rank - 1) put();
+          else level(dim + 1);
+          count++;
+          if (this.eat(",")) continue;
+          if (this.eat("}")) break;
+          this.fail("',' or '}' in the constant");
+        }
+      }
+      if (count !== shape.dims[dim]) {
+        throw this.error(
+          open,
+          `expected ${shape.dims[dim]} elements in dimension ${dim} of the ` +
+            `${shapeToString(shape, false)} constant, got ${count}`,
+        );
+      }
+    };
+    if (rank === 0) put();
+    else level(0);
+    return new Literal(shape.type, shape.dims, data);
+  }
+
+  /** One element of a literal, converted to its stored form. */
+  scalar(type: ElementType): number | bigint {
+    this.ws();
+    const start = this.pos;
+    let value: ScalarValue;
+    let token: string;
+    if (type === "pred") {
+      if (this.eatKeyword("true")) return 1;
+      if (this.eatKeyword("false")) return 0;
+      const s = match(RE_INT, this.text, start);
+      if (s !== "0" && s !== "1") this.fail("a pred value (true or false)");
+      this.pos += 1;
+      return Number(s);
+    }
+    if (type === "s32" || type === "s64" || type === "u8") {
+      const s = match(RE_INT, this.text, start);
+      const f = match(RE_FLOAT, this.text, start);
+      if (s === undefined || (f !== undefined && f.length > s.length)) {
+        this.fail(`an integer (${type} constant)`);
+      }
+      token = s;
+      value = type === "s64" ? BigInt(s) : Number(s);
+    } else {
+      const f = match(RE_FLOAT, this.text, start);
+      if (f === undefined) this.fail(`a number (${type} constant)`);
+      token = f;
+      const body = f.replace(/^[-+]/, "");
+      const neg = f.startsWith("-");
+      value = body === "inf" ? (neg ? -Infinity : Infinity) : body === "nan" ? NaN : Number(f);
+    }
+    try {
+      const v = toStored(type, value);
+      this.pos = start + token.length;
+      return v;
+    } catch (e) {
+      throw this.error(start, `expected a value that fits ${type}, got '${token}' (${message(e)})`);
+    }
+  }
+
+  // -- attributes --
+
+  /** `, key=value` pairs after an instruction's operands. */
+  attributes(opcode: Opcode, d: Draft): void {
+    const slots: readonly AttrSlot[] = TEXT_ATTRS[opcode];
+    const allowed = new Set<string>([...slots.map((s) => slotKey(s).key), ...GLOBAL_ATTRS]);
+    let end = this.pos;
+    while (this.eat(",")) {
+      this.ws();
+      const keyPos = this.pos;
+      const key = match(RE_ATTR, this.text, keyPos);
+      if (key === undefined) this.fail("an attribute name");
+      this.pos += key.length;
+      this.expect("=", `after attribute '${key}'`);
+      if (IGNORED_ATTRS.has(key)) {
+        this.skipValue();
+        end = this.pos;
+        continue;
+      }
+      if (!allowed.has(key)) {
+        const list = [...allowed].join(", ");
+        const what = ATTR_KEY_SET.has(key)
+          ? `'${key}', which ${opcode} does not take`
+          : `unknown attribute '${key}'`;
+        throw this.error(keyPos, `expected an attribute of ${opcode} (${list}), got ${what}`);
+      }
+      const first = d.seen.get(key);
+      if (first !== undefined) {
+        throw this.error(
+          keyPos,
+          `expected each attribute once, got '${key}' again (first at line ${this.lineOf(first)})`,
+        );
+      }
+      d.seen.set(key, keyPos);
+      ATTR_PARSERS[key as AttrKey](this, d);
+      end = this.pos;
+    }
+    for (const slot of slots) {
+      const { key, optional } = slotKey(slot);
+      if (!optional && !d.seen.has(key)) {
+        this.failAt(end, `attribute '${key}=' (required by ${opcode})`);
+      }
+    }
+  }
+
+  computationRef(): NameRef {
+    return this.name("a computation name");
+  }
+
+  slice(): SliceDim[] {
+    this.expect("{", "to open the slice");
+    const out: SliceDim[] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      this.expect("[", "to open a slice dimension like [0:2]");
+      const start = this.int();
+      this.expect(":", "in the slice dimension");
+      const limit = this.int();
+      const stride = this.eat(":") ? this.int() : 1;
+      this.expect("]", "to close the slice dimension");
+      out.push({ start, limit, stride });
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail("',' or '}' in the slice");
+    }
+  }
+
+  /** `lo_hi[_interior]` per dim, joined by `x`; empty for a rank-0 pad. */
+  padding(): PaddingDim[] {
+    this.ws();
+    const out: PaddingDim[] = [];
+    if (!/[-+0-9]/.test(this.text[this.pos] ?? "")) return out;
+    for (;;) {
+      const low = this.int();
+      this.expect("_", "between low and high padding (like 0_1)");
+      const high = this.int();
+      const interior = this.text[this.pos] === "_" ? (this.pos++, this.int()) : 0;
+      out.push({ low, high, interior });
+      if (this.text[this.pos] !== "x") return out;
+      this.pos++;
+    }
+  }
+
+  /** Integers joined by `x` (`3x3`). */
+  private xList(): number[] {
+    const out = [this.int()];
+    while (this.text[this.pos] === "x") {
+      this.pos++;
+      out.push(this.int());
+    }
+    return out;
+  }
+
+  window(): WindowDim[] {
+    this.ws();
+    const open = this.pos;
+    this.expect("{", "to open the window");
+    const parts = new Map<string, { pos: number; values: number[][] }>();
+    const keys = ["size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"];
+    while (!this.eat("}")) {
+      this.ws();
+      const pos = this.pos;
+      const key = this.oneOf(keys, "a window field");
+      if (parts.has(key)) {
+        throw this.error(pos, `expected each window field once, got '${key}' again`);
+      }
+      this.expect("=", `after '${key}'`);
+      let values: number[][];
+      if (key === "pad") {
+        values = [];
+        for (;;) {
+          const lo = this.int();
+          this.expect("_", "between low and high window padding (like 1_1)");
+          values.push([lo, this.int()]);
+          if (this.text[this.pos] !== "x") break;
+          this.pos++;
+        }
+      } else {
+        values = this.xList().map((v) => [v]);
+      }
+      parts.set(key, { pos, values });
+      this.eat(",");
+    }
+    if (parts.size === 0) return [];
+    const size = parts.get("size");
+    if (!size) throw this.error(open, "expected 'size=' in the window, got none");
+    const rank = size.values.length;
+    for (const [key, p] of parts) {
+      if (p.values.length !== rank) {
+        throw this.error(
+          p.pos,
+          `expected ${rank} values in window '${key}' (as in size), got ${p.values.length}`,
+        );
+      }
+    }
+    const get = (key: string, i: number, j: number, dflt: number) =>
+      parts.get(key)?.values[i]?.[j] ?? dflt;
+    return size.values.map((_, i) => ({
+      size: get("size", i, 0, 1),
+      stride: get("stride", i, 0, 1),
+      padLow: get("pad", i, 0, 0),
+      padHigh: get("pad", i, 1, 0),
+      windowDilation: get("rhs_dilate", i, 0, 1),
+      baseDilation: get("lhs_dilate", i, 0, 1),
+      windowReversal: get("rhs_reversal", i, 0, 0) !== 0,
+    }));
+  }
+
+  metadata(d: Draft): void {
+    this.expect("{", "to open the metadata");
+    while (!this.eat("}")) {
+      this.ws();
+      const pos = this.pos;
+      const key = match(RE_ATTR, this.text, pos);
+      if (key === undefined) this.fail("a metadata field or '}'");
+      this.pos += key.length;
+      this.expect("=", `after metadata field '${key}'`);
+      switch (key) {
+        case "op_type":
+          d.metadata.opType = this.string();
+          break;
+        case "op_name":
+          d.metadata.opName = this.string();
+          break;
+        case "source_file":
+          d.metadata.sourceFile = this.string();
+          break;
+        case "source_line":
+          d.metadata.sourceLine = this.int();
+          break;
+        case "source_column":
+          d.metadata.sourceColumn = this.int();
+          break;
+        default:
+          if (!IGNORED_METADATA.has(key)) {
+            throw this.error(
+              pos,
+              "expected a metadata field (op_type, op_name, source_file, source_line, " +
+                `source_column), got '${key}'`,
+            );
+          }
+          this.skipValue();
+      }
+      this.eat(",");
+    }
+  }
+
+  // -- instructions, computations, modules --
+
+  instruction(): InstrAst {
+    this.ws();
+    const rootPos = this.pos;
+    const isRoot = this.eatKeyword("ROOT");
+    const { name, pos } = this.name(isRoot ? "an instruction name" : "an instruction or '}'");
+    this.expect("=", `after instruction name '${name}'`);
+    this.ws();
+    const shapePos = this.pos;
+    const shape = this.shape();
+    this.ws();
+    const opcodePos = this.pos;
+    const opText = match(RE_OPCODE, this.text, opcodePos);
+    if (opText === undefined) this.fail("an opcode");
+    if (!isOpcode(opText)) {
+      throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
+    }
+    const opcode = opText;
+    this.pos += opText.length;
+    const d = newDraft();
+    const operands: OperandAst[] = [];
+    this.ws();
+    const parenPos = this.pos;
+    if (opcode === "parameter") {
+      this.expect("(", "before the parameter number");
+      d.attrs.parameterNumber = this.natural("a parameter number");
+      this.expect(")", "after the parameter number");
+    } else if (opcode === "constant") {
+      if (shape.kind !== "array") {
+        throw this.error(
+          shapePos,
+          `expected an array shape for constant '${name}', got ${shapeToString(shape)} ` +
+            "(tuple constants are not supported)",
+        );
+      }
+      this.expect("(", "before the constant's value");
+      d.attrs.literal = this.literal(shape);
+      this.expect(")", "after the constant's value");
+    } else {
+      this.expect("(", `before the operands of ${opcode}`);
+      if (!this.eat(")")) {
+        for (;;) {
+          this.ws();
+          const declared = this.atShape() ? this.shape() : undefined;
+          const ref = this.name("an operand name");
+          operands.push(declared ? { ...ref, shape: declared } : ref);
+          if (this.eat(",")) continue;
+          if (this.eat(")")) break;
+          this.fail("',' or ')' after an operand");
+        }
+      }
+      const arity = OPCODE_INFO[opcode].arity;
+      if (arity !== "variadic" && operands.length !== arity) {
+        throw this.error(
+          parenPos,
+          `expected ${arity} operand${arity === 1 ? "" : "s"} for ${opcode}, ` +
+            `got ${operands.length}`,
+        );
+      }
+    }
+    this.attributes(opcode, d);
+    return {
+      name,
+      pos,
+      isRoot,
+      rootPos,
+      shape,
+      opcode,
+      opcodePos,
+      operands,
+      attrs: assemble(opcode, d),
+      metadata: d.metadata,
+      called: this.calledRefs(opcode, d, opcodePos),
+    };
+  }
+
+  private calledRefs(opcode: Opcode, d: Draft, pos: number): NameRef[] {
+    const role = OPCODE_INFO[opcode].called;
+    const one = (key: AttrKey) => d.refs[key] ?? [];
+    switch (role) {
+      case "none":
+        return [];
+      case "to_apply":
+        return one("to_apply");
+      case "calls":
+        return one("calls");
+      case "while":
+        return [...one("condition"), ...one("body")];
+      case "branches": {
+        const t = d.refs.true_computation;
+        const f = d.refs.false_computation;
+        const b = d.refs.branch_computations;
+        if (b && (t || f)) {
+          throw this.error(
+            d.seen.get(t ? "true_computation" : "false_computation")!,
+            "expected either branch_computations or true_computation/false_computation, " +
+              "got both",
+          );
+        }
+        if (b) {
+          if (b.length === 0) {
+            throw this.error(d.seen.get("branch_computations")!, "expected at least one branch");
+          }
+          return b;
+        }
+        if (!t || !f) {
+          const got = t ? "only true_computation" : f ? "only false_computation" : "neither";
+          throw this.error(
+            pos,
+            "expected branch_computations={...} or both true_computation= and " +
+              `false_computation= for conditional, got ${got}`,
+          );
+        }
+        return [...t, ...f];
+      }
+      default: {
+        const never: never = role;
+        throw new Error(`unknown called role ${String(never)}`);
+      }
+    }
+  }
+
+  computation(): CompAst {
+    this.ws();
+    const isEntry = this.eatKeyword("ENTRY");
+    const { name, pos } = this.name(isEntry ? "a computation name" : "a computation or ENTRY");
+    let signature: SignatureAst | undefined;
+    this.ws();
+    if (this.text[this.pos] === "(") {
+      const sigPos = this.pos;
+      this.pos++;
+      const params: Shape[] = [];
+      if (!this.eat(")")) {
+        for (;;) {
+          this.name("a parameter name");
+          this.expect(":", "after the parameter name");
+          params.push(this.shape());
+          if (this.eat(",")) continue;
+          if (this.eat(")")) break;
+          this.fail("',' or ')' in the parameter list");
+        }
+      }
+      this.expect("->", "before the result shape");
+      this.ws();
+      const resultPos = this.pos;
+      signature = { pos: sigPos, params, result: this.shape(), resultPos };
+    }
+    this.expect("{", `to open the body of computation '${name}'`);
+    const instrs: InstrAst[] = [];
+    let rootSeen: InstrAst | undefined;
+    for (;;) {
+      if (this.atEnd()) this.fail(`'}' to close computation '${name}'`);
+      if (this.text[this.pos] === "}" && instrs.length === 0) {
+        this.fail(`an instruction (computation '${name}' is empty)`);
+      }
+      if (this.eat("}")) break;
+      const instr = this.instruction();
+      if (instr.isRoot) {
+        if (rootSeen) {
+          throw this.error(
+            instr.rootPos,
+            `expected one ROOT in computation '${name}', got a second ` +
+              `(the first is on line ${this.lineOf(rootSeen.rootPos)})`,
+          );
+        }
+        rootSeen = instr;
+      }
+      instrs.push(instr);
+    }
+    while (this.eat(",")) {
+      this.ws();
+      const keyPos = this.pos;
+      const key = match(RE_ATTR, this.text, keyPos);
+      if (key !== "execution_thread") this.fail("a computation attribute (execution_thread)");
+      this.pos += key.length;
+      this.expect("=", "after execution_thread");
+      this.string();
+    }
+    return signature ? { name, pos, isEntry, signature, instrs } : { name, pos, isEntry, instrs };
+  }
+
+  module(): ModuleAst {
+    if (this.atEnd()) this.fail("'HloModule' or a computation");
+    let name: string | undefined;
+    if (this.eatKeyword("HloModule")) {
+      this.ws();
+      const n = match(/[A-Za-z0-9_.%-]+/y, this.text, this.pos);
+      if (n === undefined) this.fail("a module name after HloModule");
+      this.pos += n.length;
+      name = n.replace(/^%/, "");
+      while (this.eat(",")) {
+        this.ws();
+        const key = match(RE_ATTR, this.text, this.pos);
+        if (key === undefined) this.fail("a module attribute name");
+        this.pos += key.length;
+        this.expect("=", `after module attribute '${key}'`);
+        this.skipValue();
+      }
+    }
+    if (name === undefined && !/[A-Za-z_%]/.test(this.peek())) {
+      this.fail("'HloModule' or a computation");
+    }
+    const comps: CompAst[] = [];
+    let entryPos: number | undefined;
+    do {
+      this.ws();
+      const at = this.pos;
+      const c = this.computation();
+      if (c.isEntry) {
+        if (entryPos !== undefined) {
+          throw this.error(
+            at,
+            `expected one ENTRY computation, got a second (the first is on line ` +
+              `${this.lineOf(entryPos)})`,
+          );
+        }
+        entryPos = at;
+      }
+      comps.push(c);
+    } while (!this.atEnd());
+    return name !== undefined ? { name, comps } : { comps };
+  }
+}
+
+/**
+ * XLA's ShapeUtil::Compatible: same element types and dims, ignoring layouts and which dims are
+ * dynamic. Declared operand shapes and signatures are checked with it, as XLA's parser does.
+ */
+function compatible(a: Shape, b: Shape): boolean {
+  if (a.kind === "tuple" || b.kind === "tuple") {
+    return (
+      a.kind === "tuple" &&
+      b.kind === "tuple" &&
+      a.elements.length === b.elements.length &&
+      a.elements.every((e, i) => compatible(e, b.elements[i]!))
+    );
+  }
+  return (
+    a.type === b.type && a.dims.length === b.dims.length && a.dims.every((d, i) => d === b.dims[i])
+  );
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Puts the attributes read for one instruction together (dot, gather, scatter records). */
+function assemble(opcode: Opcode, d: Draft): Attributes {
+  const attrs: Attributes = { ...d.attrs };
+  if (opcode === "dot") attrs.dot = d.dot;
+  // The printer leaves out an empty window (a convolution with no spatial dims), as XLA does.
+  if (opcode === "convolution" && attrs.window === undefined) attrs.window = [];
+  if (opcode === "gather") attrs.gather = { ...d.gather, indexVectorDim: d.indexVectorDim };
+  if (opcode === "scatter") attrs.scatter = { ...d.scatter, indexVectorDim: d.indexVectorDim };
+  return attrs;
+}
+
+const ATTR_PARSERS = {
+  iota_dimension: (p, d) => void (d.attrs.iotaDimension = p.int()),
+  dimensions: (p, d) => void (d.attrs.dimensions = p.intList()),
+  direction: (p, d) =>
+    void (d.attrs.direction = p.oneOf<ComparisonDirection>(
+      COMPARISON_DIRECTIONS,
+      "a comparison direction",
+    )),
+  type: (p, d) => void (d.attrs.comparisonType = p.oneOf(COMPARISON_TYPES, "a comparison type")),
+  slice: (p, d) => void (d.attrs.slice = p.slice()),
+  dynamic_slice_sizes: (p, d) => void (d.attrs.dynamicSliceSizes = p.intList()),
+  padding: (p, d) => void (d.attrs.padding = p.padding()),
+  lhs_batch_dims: (p, d) => void (d.dot.lhsBatch = p.intList()),
+  lhs_contracting_dims: (p, d) => void (d.dot.lhsContracting = p.intList()),
+  rhs_batch_dims: (p, d) => void (d.dot.rhsBatch = p.intList()),
+  rhs_contracting_dims: (p, d) => void (d.dot.rhsContracting = p.intList()),
+  window: (p, d) => void (d.attrs.window = p.window()),
+  dim_labels: (p, d) => {
+    p.ws();
+    const at = p.pos;
+    const labels = match(/[A-Za-z0-9_?>-]+/y, p.text, at);
+    if (labels === undefined) return p.fail("dim_labels like b01f_01io->b01f");
+    try {
+      d.attrs.convDims = convDimsFromLabels(labels);
+    } catch (e) {
+      const why = message(e);
+      throw p.error(at, `expected dim_labels like b01f_01io->b01f, got '${labels}' (${why})`);
+    }
+    p.pos = at + labels.length;
+  },
+  feature_group_count: (p, d) => void (d.attrs.featureGroupCount = p.int()),
+  batch_group_count: (p, d) => void (d.attrs.batchGroupCount = p.int()),
+  offset_dims: (p, d) => void (d.gather.offsetDims = p.intList()),
+  collapsed_slice_dims: (p, d) => void (d.gather.collapsedSliceDims = p.intList()),
+  start_index_map: (p, d) => void (d.gather.startIndexMap = p.intList()),
+  operand_batching_dims: (p, d) => void (d.gather.operandBatchingDims = p.intList()),
+  start_indices_batching_dims: (p, d) =>
+    void (d.gather.startIndicesBatchingDims = p.intList()),
+  update_window_dims: (p, d) => void (d.scatter.updateWindowDims = p.intList()),
+  inserted_window_dims: (p, d) => void (d.scatter.insertedWindowDims = p.intList()),
+  scatter_dims_to_operand_dims: (p, d) =>
+    void (d.scatter.scatterDimsToOperandDims = p.intList()),
+  input_batching_dims: (p, d) => void (d.scatter.inputBatchingDims = p.intList()),
+  scatter_indices_batching_dims: (p, d) =>
+    void (d.scatter.scatterIndicesBatchingDims = p.intList()),
+  index_vector_dim: (p, d) => void (d.indexVectorDim = p.int()),
+  slice_sizes: (p, d) => void (d.attrs.gatherSliceSizes = p.intList()),
+  indices_are_sorted: (p, d) => void (d.attrs.indicesAreSorted = p.bool()),
+  unique_indices: (p, d) => void (d.attrs.uniqueIndices = p.bool()),
+  is_stable: (p, d) => void (d.attrs.isStable = p.bool()),
+  index: (p, d) => void (d.attrs.tupleIndex = p.int()),
+  kind: (p, d) => void (d.attrs.fusionKind = p.oneOf(FUSION_KINDS, "a fusion kind")),
+  to_apply: (p, d) => void (d.refs.to_apply = [p.computationRef()]),
+  calls: (p, d) => void (d.refs.calls = [p.computationRef()]),
+  condition: (p, d) => void (d.refs.condition = [p.computationRef()]),
+  body: (p, d) => void (d.refs.body = [p.computationRef()]),
+  true_computation: (p, d) => void (d.refs.true_computation = [p.computationRef()]),
+  false_computation: (p, d) => void (d.refs.false_computation = [p.computationRef()]),
+  branch_computations: (p, d) => {
+    p.expect("{", "to open the list of branch computations");
+    const refs: NameRef[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        refs.push(p.computationRef());
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in branch_computations");
+      }
+    }
+    d.refs.branch_computations = refs;
+  },
+  custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  backend_config: (p, d) => {
+    d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
+  },
+  metadata: (p, d) => p.metadata(d),
+} satisfies { [K in AttrKey]: (p: Parser, d: Draft) => void };
+
+// ---- building the module ------------------------------------------------------------------
+
+function build(p: Parser, ast: ModuleAst): Module {
+  const entryAst = ast.comps.find((c) => c.isEntry) ?? ast.comps[ast.comps.length - 1]!;
+  const module = new Module(ast.name ?? `module_${entryAst.name}`);
+  const comps = new Map<string, Computation>();
+  const compAsts = new Map<string, CompAst>();
+  for (const c of ast.comps) {
+    const prev = compAsts.get(c.name);
+    if (prev) {
+      throw p.error(
+        c.pos,
+        `expected a new computation name, got '${c.name}' again ` +
+          `(first defined on line ${p.lineOf(prev.pos)})`,
+      );
+    }
+    compAsts.set(c.name, c);
+    comps.set(c.name, module.addComputation(c.name));
+  }
+  module.entry = comps.get(entryAst.name)!;
+
+  // Instruction names are unique per computation in the text but per module in a Module; a
+  // name reused in another computation gets a fresh suffix no name in the text uses.
+  const textNames = new Set<string>();
+  for (const c of ast.comps) for (const i of c.instrs) textNames.add(i.name);
+  const freshName = (name: string): string => {
+    if (!module.hasName(name)) return name;
+    for (let k = 1; ; k++) {
+      const n = `${name}.${k}`;
+      if (!textNames.has(n) && !module.hasName(n)) return n;
+    }
+  };
+
+  for (const cAst of ast.comps) {
+    const comp = comps.get(cAst.name)!;
+    const scope = new Map<string, Instruction>();
+    const defined = new Map<string, InstrAst>();
+    for (const i of cAst.instrs) if (!defined.has(i.name)) defined.set(i.name, i);
+    const params = new Map<number, InstrAst>();
+    for (const iAst of cAst.instrs) {
+      if (scope.has(iAst.name)) {
+        throw p.error(
+          iAst.pos,
+          `expected a new instruction name, got '${iAst.name}' again ` +
+            `(first defined on line ${p.lineOf(defined.get(iAst.name)!.pos)})`,
+        );
+      }
+      const operands = iAst.operands.map((ref) => {
+        const op = scope.get(ref.name);
+        if (!op) {
+          const later = defined.get(ref.name);
+          const why = later
+            ? ` (it is defined later, on line ${p.lineOf(later.pos)})`
+            : ` (no instruction of that name in '${cAst.name}')`;
+          throw p.error(
+            ref.pos,
+            `expected the name of an instruction defined earlier in '${cAst.name}', ` +
+              `got '${ref.name}'${why}`,
+          );
+        }
+        if (ref.shape && !compatible(ref.shape, op.shape)) {
+          throw p.error(
+            ref.pos,
+            `expected operand '${ref.name}' to have its shape ${shapeToString(op.shape)}, ` +
+              `got declared shape ${shapeToString(ref.shape)}`,
+          );
+        }
+        return op;
+      });
+      const called = iAst.called.map((ref) => {
+        const c = comps.get(ref.name);
+        if (!c) {
+          throw p.error(
+            ref.pos,
+            `expected the name of a computation in the module, got '${ref.name}'`,
+          );
+        }
+        return c;
+      });
+      if (iAst.opcode === "parameter") {
+        const n = iAst.attrs.parameterNumber!;
+        const prev = params.get(n);
+        if (prev) {
+          throw p.error(
+            iAst.opcodePos,
+            `expected a new parameter number, got parameter(${n}) again ` +
+              `(first '${prev.name}' on line ${p.lineOf(prev.pos)})`,
+          );
+        }
+        params.set(n, iAst);
+      }
+      const instr = comp.addInstruction({
+        opcode: iAst.opcode,
+        shape: iAst.shape,
+        operands,
+        attrs: iAst.attrs,
+        called,
+        metadata: iAst.metadata,
+        name: freshName(iAst.name),
+      });
+      scope.set(iAst.name, instr);
+      if (iAst.isRoot) comp.root = instr;
+    }
+    if (cAst.signature) checkSignature(p, comp, cAst.signature);
+  }
+  return module;
+}
+
+/** A written signature must agree with the parameters and the ROOT. */
+function checkSignature(p: Parser, comp: Computation, sig: SignatureAst): void {
+  const params = comp.parameters;
+  if (params.length !== sig.params.length) {
+    throw p.error(
+      sig.pos,
+      `expected the signature of '${comp.name}' to list its ${params.length} parameter(s), ` +
+        `got ${sig.params.length}`,
+    );
+  }
+  sig.params.forEach((s, i) => {
+    const param = params[i]!;
+    if (param.attrs.parameterNumber !== i || !compatible(param.shape, s)) {
+      throw p.error(
+        sig.pos,
+        `expected signature parameter ${i} of '${comp.name}' to be ` +
+          `${shapeToString(param.shape, false)} (parameter(${param.attrs.parameterNumber}) ` +
+          `'${param.name}'), got ${shapeToString(s, false)}`,
+      );
+    }
+  });
+  if (!compatible(comp.root.shape, sig.result)) {
+    throw p.error(
+      sig.resultPos,
+      `expected the result shape of '${comp.name}' to be its ROOT's shape ` +
+        `${shapeToString(comp.root.shape, false)}, got ${shapeToString(sig.result, false)}`,
+    );
+  }
+}
+
+// ---- entry points -------------------------------------------------------------------------
+
+/** Runs `f`, turning any failure that is not already a ParseError into one at the cursor. */
+function guarded<T>(p: Parser, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof ParseError) throw e;
+    throw p.error(p.pos, `expected well-formed HLO text, got an internal error: ${message(e)}`);
+  }
+}
+
+/** Parses a whole module in HLO text. Throws ParseError (only) on malformed text. */
+export function parseHlo(text: string): Module {
+  const p = new Parser(text);
+  return guarded(p, () => build(p, p.module()));
+}
+
+/** Parses one shape, e.g. `f32[2,<=8]{1,0}` or `(f32[2], s32[])`. */
+export function parseShape(text: string): Shape {
+  const p = new Parser(text);
+  return guarded(p, () => {
+    const s = p.shape();
+    if (!p.atEnd()) p.fail("the end of the shape");
+    return s;
+  });
+}
+
+/** Parses a literal's text (`1.5`, `{1, 2}`, `{ { 1, 2 }, { 3, 4 } }`) for a type and dims. */
+export function parseLiteralText(
+  type: ElementType,
+  dims: readonly number[],
+  text: string,
+): Literal {
+  const p = new Parser(text);
+  return guarded(p, () => {
+    const lit = p.literal({ kind: "array", type, dims, dynamic: dims.map(() => false) });
+    if (!p.atEnd()) p.fail("the end of the literal");
+    return lit;
+  });
+}

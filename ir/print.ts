@@ -1,0 +1,620 @@
+// The HLO text printer: writes a Module in XLA's HLO text syntax (`HloModule`, computations with
+// signatures, `ROOT`, operands printed with their shapes, attributes in XLA's order, `metadata=`
+// last). It also owns the one table that says which text attributes each opcode has and in what
+// order (TEXT_ATTRS); ir/parse.ts reads the same table, so the parser reads exactly what the
+// printer writes and printHlo(parseHlo(printHlo(m))) === printHlo(m). Names the text cannot
+// hold are sanitized (as XLA does) and kept unique; `canonicalNames` names everything by position
+// for fingerprints.
+
+import {
+  convDimsToLabels,
+  type Metadata,
+  type PaddingDim,
+  type SliceDim,
+  type WindowDim,
+} from "./attributes.ts";
+import { type Literal, toStored } from "./literal.ts";
+import type { Computation, Instruction, Module } from "./module.ts";
+import type { Opcode } from "./opcodes.ts";
+import { type ElementType, shapeToString } from "./shape.ts";
+
+export interface PrintOptions {
+  /** Print `metadata={...}` (default true). */
+  metadata?: boolean;
+  /**
+   * Name everything by its position in the printed text instead of by its own name: the module
+   * `m`, computations `c0`, `c1`, ... and instructions `v0`, `v1`, ... (module-wide, in print
+   * order). Two modules that differ only in names print the same (the fingerprint's text).
+   */
+  canonicalNames?: boolean;
+}
+
+/** Every attribute key of the text form (what comes before `=` after the operand list). */
+export const ATTR_KEYS = [
+  "iota_dimension",
+  "dimensions",
+  "direction",
+  "type",
+  "slice",
+  "dynamic_slice_sizes",
+  "padding",
+  "lhs_batch_dims",
+  "lhs_contracting_dims",
+  "rhs_batch_dims",
+  "rhs_contracting_dims",
+  "window",
+  "dim_labels",
+  "feature_group_count",
+  "batch_group_count",
+  "offset_dims",
+  "collapsed_slice_dims",
+  "start_index_map",
+  "operand_batching_dims",
+  "start_indices_batching_dims",
+  "update_window_dims",
+  "inserted_window_dims",
+  "scatter_dims_to_operand_dims",
+  "input_batching_dims",
+  "scatter_indices_batching_dims",
+  "index_vector_dim",
+  "slice_sizes",
+  "indices_are_sorted",
+  "unique_indices",
+  "is_stable",
+  "index",
+  "kind",
+  "to_apply",
+  "calls",
+  "condition",
+  "body",
+  "true_computation",
+  "false_computation",
+  "branch_computations",
+  "custom_call_target",
+  "backend_config",
+  "metadata",
+] as const;
+export type AttrKey = (typeof ATTR_KEYS)[number];
+
+/** An attribute slot of an opcode: the key, with `?` when the attribute is optional. */
+export type AttrSlot = AttrKey | `${AttrKey}?`;
+
+const DOT_DIMS = [
+  "lhs_batch_dims?",
+  "lhs_contracting_dims?",
+  "rhs_batch_dims?",
+  "rhs_contracting_dims?",
+] as const;
+
+/**
+ * The text attributes of each opcode, in the order XLA prints them. `backend_config` (any
+ * opcode) and `metadata` (any opcode) are not listed: they are always allowed and printed last.
+ */
+export const TEXT_ATTRS = {
+  parameter: [],
+  constant: [],
+  iota: ["iota_dimension"],
+  abs: [],
+  negate: [],
+  sign: [],
+  exponential: [],
+  "exponential-minus-one": [],
+  log: [],
+  "log-plus-one": [],
+  sqrt: [],
+  rsqrt: [],
+  cbrt: [],
+  tanh: [],
+  logistic: [],
+  sine: [],
+  cosine: [],
+  tan: [],
+  erf: [],
+  floor: [],
+  ceil: [],
+  "round-nearest-afz": [],
+  "round-nearest-even": [],
+  "is-finite": [],
+  not: [],
+  copy: [],
+  convert: [],
+  "bitcast-convert": [],
+  add: [],
+  subtract: [],
+  multiply: [],
+  divide: [],
+  remainder: [],
+  power: [],
+  maximum: [],
+  minimum: [],
+  atan2: [],
+  and: [],
+  or: [],
+  xor: [],
+  "shift-left": [],
+  "shift-right-arithmetic": [],
+  "shift-right-logical": [],
+  compare: ["direction", "type?"],
+  select: [],
+  clamp: [],
+  broadcast: ["dimensions"],
+  reshape: [],
+  transpose: ["dimensions"],
+  slice: ["slice"],
+  "dynamic-slice": ["dynamic_slice_sizes"],
+  "dynamic-update-slice": [],
+  concatenate: ["dimensions"],
+  pad: ["padding"],
+  reverse: ["dimensions"],
+  dot: DOT_DIMS,
+  convolution: ["window?", "dim_labels", "feature_group_count?", "batch_group_count?"],
+  reduce: ["dimensions", "to_apply"],
+  "reduce-window": ["window", "to_apply"],
+  gather: [
+    "offset_dims",
+    "collapsed_slice_dims",
+    "start_index_map",
+    "operand_batching_dims?",
+    "start_indices_batching_dims?",
+    "index_vector_dim",
+    "slice_sizes",
+    "indices_are_sorted?",
+  ],
+  scatter: [
+    "update_window_dims",
+    "inserted_window_dims",
+    "scatter_dims_to_operand_dims",
+    "input_batching_dims?",
+    "scatter_indices_batching_dims?",
+    "index_vector_dim",
+    "indices_are_sorted?",
+    "unique_indices?",
+    "to_apply",
+  ],
+  sort: ["dimensions", "is_stable?", "to_apply"],
+  tuple: [],
+  "get-tuple-element": ["index"],
+  fusion: ["kind", "calls"],
+  call: ["to_apply"],
+  while: ["condition", "body"],
+  conditional: ["true_computation?", "false_computation?", "branch_computations?"],
+  "get-dimension-size": ["dimensions"],
+  "set-dimension-size": ["dimensions"],
+  "custom-call": ["custom_call_target"],
+} as const satisfies { [K in Opcode]: readonly AttrSlot[] };
+
+/** Splits a slot into its key and whether it is optional. */
+export function slotKey(slot: AttrSlot): { key: AttrKey; optional: boolean } {
+  return slot.endsWith("?")
+    ? { key: slot.slice(0, -1) as AttrKey, optional: true }
+    : { key: slot as AttrKey, optional: false };
+}
+
+// ---- attribute values ---------------------------------------------------------------------
+
+/** A printed attribute value; `isDefault` values of optional attributes are left out. */
+interface Printed {
+  text: string;
+  isDefault: boolean;
+}
+
+const ints = (xs: readonly number[] | undefined): Printed | undefined =>
+  xs === undefined ? undefined : { text: `{${xs.join(",")}}`, isDefault: xs.length === 0 };
+const int = (x: number | undefined, dflt?: number): Printed | undefined =>
+  x === undefined ? undefined : { text: String(x), isDefault: x === dflt };
+const bool = (x: boolean | undefined): Printed | undefined =>
+  x === undefined ? undefined : { text: String(x), isDefault: !x };
+const word = (x: string | undefined): Printed | undefined =>
+  x === undefined ? undefined : { text: x, isDefault: false };
+const comp = (c: Computation | undefined, n: Names): Printed | undefined =>
+  c === undefined ? undefined : { text: `%${n.comp(c)}`, isDefault: false };
+
+/** True when a conditional is printed in the `true_computation=, false_computation=` form. */
+export function isPredConditional(instr: Instruction): boolean {
+  const p = instr.operands[0]?.shape;
+  return (
+    instr.opcode === "conditional" &&
+    instr.called.length === 2 &&
+    p !== undefined &&
+    p.kind === "array" &&
+    p.type === "pred"
+  );
+}
+
+const ATTR_PRINTERS = {
+  iota_dimension: (i) => int(i.attrs.iotaDimension),
+  dimensions: (i) => ints(i.attrs.dimensions),
+  direction: (i) => word(i.attrs.direction),
+  type: (i) => word(i.attrs.comparisonType),
+  slice: (i) => (i.attrs.slice ? { text: printSlice(i.attrs.slice), isDefault: false } : undefined),
+  dynamic_slice_sizes: (i) => ints(i.attrs.dynamicSliceSizes),
+  padding: (i) =>
+    i.attrs.padding ? { text: printPadding(i.attrs.padding), isDefault: false } : undefined,
+  lhs_batch_dims: (i) => ints(i.attrs.dot?.lhsBatch ?? []),
+  lhs_contracting_dims: (i) => ints(i.attrs.dot?.lhsContracting ?? []),
+  rhs_batch_dims: (i) => ints(i.attrs.dot?.rhsBatch ?? []),
+  rhs_contracting_dims: (i) => ints(i.attrs.dot?.rhsContracting ?? []),
+  window: (i) => {
+    const w = i.attrs.window ?? [];
+    return { text: printWindow(w), isDefault: w.length === 0 };
+  },
+  dim_labels: (i) => word(i.attrs.convDims ? convDimsToLabels(i.attrs.convDims) : undefined),
+  feature_group_count: (i) => int(i.attrs.featureGroupCount, 1),
+  batch_group_count: (i) => int(i.attrs.batchGroupCount, 1),
+  offset_dims: (i) => ints(i.attrs.gather?.offsetDims),
+  collapsed_slice_dims: (i) => ints(i.attrs.gather?.collapsedSliceDims),
+  start_index_map: (i) => ints(i.attrs.gather?.startIndexMap),
+  operand_batching_dims: (i) => ints(i.attrs.gather?.operandBatchingDims),
+  start_indices_batching_dims: (i) => ints(i.attrs.gather?.startIndicesBatchingDims),
+  update_window_dims: (i) => ints(i.attrs.scatter?.updateWindowDims),
+  inserted_window_dims: (i) => ints(i.attrs.scatter?.insertedWindowDims),
+  scatter_dims_to_operand_dims: (i) => ints(i.attrs.scatter?.scatterDimsToOperandDims),
+  input_batching_dims: (i) => ints(i.attrs.scatter?.inputBatchingDims),
+  scatter_indices_batching_dims: (i) => ints(i.attrs.scatter?.scatterIndicesBatchingDims),
+  index_vector_dim: (i) =>
+    int(i.opcode === "scatter" ? i.attrs.scatter?.indexVectorDim : i.attrs.gather?.indexVectorDim),
+  slice_sizes: (i) => ints(i.attrs.gatherSliceSizes),
+  indices_are_sorted: (i) => bool(i.attrs.indicesAreSorted),
+  unique_indices: (i) => bool(i.attrs.uniqueIndices),
+  is_stable: (i) => bool(i.attrs.isStable),
+  index: (i) => int(i.attrs.tupleIndex),
+  kind: (i) => word(i.attrs.fusionKind),
+  to_apply: (i, n) => comp(i.called[0], n),
+  calls: (i, n) => comp(i.called[0], n),
+  condition: (i, n) => comp(i.called[0], n),
+  body: (i, n) => comp(i.called[1], n),
+  true_computation: (i, n) => (isPredConditional(i) ? comp(i.called[0], n) : undefined),
+  false_computation: (i, n) => (isPredConditional(i) ? comp(i.called[1], n) : undefined),
+  branch_computations: (i, n) =>
+    isPredConditional(i)
+      ? undefined
+      : { text: `{${i.called.map((c) => `%${n.comp(c)}`).join(", ")}}`, isDefault: false },
+  custom_call_target: (i) =>
+    i.attrs.customCallTarget === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  backend_config: (i) =>
+    i.attrs.backendConfig === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.backendConfig), isDefault: i.attrs.backendConfig === "" },
+  metadata: (i) => {
+    const text = printMetadata(i.metadata);
+    return { text, isDefault: text === "{}" };
+  },
+} satisfies { [K in AttrKey]: (i: Instruction, n: Names) => Printed | undefined };
+
+/** `{[0:2], [1:9:2]}`: stride shown only when it is not 1. */
+export function printSlice(dims: readonly SliceDim[]): string {
+  const parts = dims.map(
+    (d) => `[${d.start}:${d.limit}${d.stride !== 1 ? `:${d.stride}` : ""}]`,
+  );
+  return `{${parts.join(", ")}}`;
+}
+
+/** `0_1x2_2`; every dim gets `_interior` when any interior padding is not 0. */
+export function printPadding(dims: readonly PaddingDim[]): string {
+  const interior = dims.some((d) => d.interior !== 0);
+  return dims
+    .map((d) => `${d.low}_${d.high}${interior ? `_${d.interior}` : ""}`)
+    .join("x");
+}
+
+/** `{size=3x3 stride=2x2 pad=1_1x1_1 ...}`; each part only when not all-default. */
+export function printWindow(dims: readonly WindowDim[]): string {
+  if (dims.length === 0) return "{}";
+  const parts = [`size=${dims.map((d) => d.size).join("x")}`];
+  const part = (name: string, show: boolean, f: (d: WindowDim) => string) => {
+    if (show) parts.push(`${name}=${dims.map(f).join("x")}`);
+  };
+  part("stride", dims.some((d) => d.stride !== 1), (d) => String(d.stride));
+  part(
+    "pad",
+    dims.some((d) => d.padLow !== 0 || d.padHigh !== 0),
+    (d) => `${d.padLow}_${d.padHigh}`,
+  );
+  part("lhs_dilate", dims.some((d) => d.baseDilation !== 1), (d) => String(d.baseDilation));
+  part("rhs_dilate", dims.some((d) => d.windowDilation !== 1), (d) => String(d.windowDilation));
+  part("rhs_reversal", dims.some((d) => d.windowReversal), (d) => (d.windowReversal ? "1" : "0"));
+  return `{${parts.join(" ")}}`;
+}
+
+/** `{op_type="sum" op_name="a/b" source_file="m.ts" source_line=12 source_column=5}`. */
+export function printMetadata(m: Metadata): string {
+  const parts: string[] = [];
+  if (m.opType !== undefined) parts.push(`op_type=${quoteString(m.opType)}`);
+  if (m.opName !== undefined) parts.push(`op_name=${quoteString(m.opName)}`);
+  if (m.sourceFile !== undefined) parts.push(`source_file=${quoteString(m.sourceFile)}`);
+  if (m.sourceLine !== undefined) parts.push(`source_line=${m.sourceLine}`);
+  if (m.sourceColumn !== undefined) parts.push(`source_column=${m.sourceColumn}`);
+  return `{${parts.join(" ")}}`;
+}
+
+/** A double-quoted string with C escapes (`\"`, `\\`, `\n`, `\t`, octal for other controls). */
+export function quoteString(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === '"') out += '\\"';
+    else if (ch === "\\") out += "\\\\";
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    else if (c < 0x20 || c === 0x7f) out += `\\${c.toString(8).padStart(3, "0")}`;
+    else out += ch;
+  }
+  return out + '"';
+}
+
+// ---- literals -----------------------------------------------------------------------------
+
+/** Significant digits (no trailing zeros) and decimal exponent of `|v|` rounded to p digits. */
+function digitsOf(v: number, p: number): { digits: string; exp: number } {
+  const s = Math.abs(v).toExponential(p - 1);
+  const e = s.indexOf("e");
+  let end = e;
+  while (end > 1 && (s[end - 1] === "0" || s[end - 1] === ".")) end--;
+  return { digits: s[0]! + s.slice(2, end), exp: Number(s.slice(e + 1)) };
+}
+
+/**
+ * The shortest text that reads back (rounded to `type`) as exactly `v`, in C's `%g` style:
+ * `1.5`, `0.1`, `100`, `65504`, `16777216`, `1e+10`, `1e-05`, `inf`, `-inf`, `nan`, `-0`. As
+ * `%g`, exponent form is used below 1e-4, and from 1e6 up unless every integer digit is needed.
+ */
+export function formatFloat(v: number, type: ElementType = "f32"): string {
+  if (Number.isNaN(v)) return "nan";
+  if (v === Infinity) return "inf";
+  if (v === -Infinity) return "-inf";
+  if (v === 0) return Object.is(v, -0) ? "-0" : "0";
+  const target = toStored(type, v) as number;
+  if (Number.isInteger(target) && Math.abs(target) < 1e6) return String(target);
+  const sign = v < 0 ? "-" : "";
+  const readsBack = (p: number) => toStored(type, Number(v.toExponential(p - 1))) === target;
+  // The nearest (p+1)-digit decimal is never farther from v than the nearest p-digit one, so
+  // "reads back" holds from some p on: binary search it, up to the type's round-trip digits.
+  let lo = 1;
+  let hi = type === "f16" ? 5 : type === "bf16" ? 4 : 9;
+  if (!readsBack(hi)) hi = 17;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (readsBack(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  const p = lo;
+  let { digits, exp } = digitsOf(v, p);
+  if (exp < -4 || exp >= Math.max(p, 6)) {
+    const frac = digits.length > 1 ? `.${digits.slice(1)}` : "";
+    const e = `${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+    return `${sign}${digits[0]}${frac}e${e}`;
+  }
+  if (exp >= digits.length) {
+    // Fixed form would pad with zeros (`65500`): print every integer digit instead (`65504`).
+    const whole = digitsOf(v, exp + 1);
+    if (whole.exp === exp && readsBack(exp + 1)) digits = whole.digits;
+  }
+  if (exp < 0) return `${sign}0.${"0".repeat(-exp - 1)}${digits}`;
+  const int = digits.slice(0, exp + 1).padEnd(exp + 1, "0");
+  const frac = digits.slice(exp + 1);
+  return `${sign}${int}${frac ? `.${frac}` : ""}`;
+}
+
+function formatElement(lit: Literal, i: number): string {
+  const v = lit.data[i]!;
+  switch (lit.type) {
+    case "pred":
+      return v !== 0 ? "true" : "false";
+    case "s32":
+    case "s64":
+    case "u8":
+      return v.toString();
+    case "f16":
+    case "bf16":
+    case "f32":
+      return formatFloat(Number(v), lit.type);
+    default: {
+      const never: never = lit.type;
+      throw new Error(`unknown element type ${String(never)}`);
+    }
+  }
+}
+
+/** XLA's one-line literal text: `1.5`, `{1, 2}`, `{ { 1, 2 }, { 3, 4 } }`. */
+export function printLiteral(lit: Literal): string {
+  const rank = lit.dims.length;
+  if (rank === 0) return formatElement(lit, 0);
+  if (rank === 1) {
+    const xs: string[] = [];
+    for (let i = 0; i < lit.data.length; i++) xs.push(formatElement(lit, i));
+    return `{${xs.join(", ")}}`;
+  }
+  const level = (dim: number, offset: number, stride: number): string => {
+    const n = lit.dims[dim]!;
+    if (n === 0) return "{}";
+    const inner = stride / n;
+    const xs: string[] = [];
+    for (let k = 0; k < n; k++) {
+      xs.push(
+        dim === rank - 1
+          ? formatElement(lit, offset + k)
+          : level(dim + 1, offset + k * inner, inner),
+      );
+    }
+    return `{ ${xs.join(", ")} }`;
+  };
+  return level(0, 0, lit.data.length);
+}
+
+// ---- names --------------------------------------------------------------------------------
+
+const VALID_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** A name in the text's character set: other characters become `_`, as XLA sanitizes names. */
+export function sanitizeName(name: string): string {
+  return name === "" ? "_" : name.replace(/[^A-Za-z0-9_.-]/g, "_");
+}
+
+/**
+ * The printed names of a module's instructions and computations: their own names when those are
+ * valid in the text (always, for names the IR makes), else a sanitized name no other
+ * instruction (computation) of the module has, so the text still parses.
+ */
+class Names {
+  private readonly printed = new Map<Instruction | Computation, string>();
+  private readonly takenInstr = new Set<string>();
+  private readonly takenComp = new Set<string>();
+
+  constructor(module: Module | undefined, canonical = false) {
+    if (!module) return;
+    if (canonical) {
+      let v = 0;
+      computationPrintOrder(module).forEach((c, k) => {
+        this.printed.set(c, `c${k}`);
+        for (const i of instructionPrintOrder(c)) this.printed.set(i, `v${v++}`);
+      });
+      return;
+    }
+    for (const c of module.computations) {
+      if (VALID_NAME.test(c.name)) this.takenComp.add(c.name);
+      for (const i of c.instructions) if (VALID_NAME.test(i.name)) this.takenInstr.add(i.name);
+    }
+  }
+
+  instr(i: Instruction): string {
+    return this.name(i, i.name, this.takenInstr);
+  }
+
+  comp(c: Computation): string {
+    return this.name(c, c.name, this.takenComp);
+  }
+
+  private name(key: Instruction | Computation, name: string, taken: Set<string>): string {
+    const known = this.printed.get(key);
+    if (known !== undefined) return known;
+    if (VALID_NAME.test(name)) return name;
+    const base = sanitizeName(name);
+    let out = base;
+    for (let k = 1; taken.has(out); k++) out = `${base}.${k}`;
+    taken.add(out);
+    this.printed.set(key, out);
+    return out;
+  }
+}
+
+// ---- instructions, computations, modules --------------------------------------------------
+
+/** `[ROOT ]%name = shape opcode(operands), attrs` (no indentation). */
+export function printInstruction(instr: Instruction, options: PrintOptions = {}): string {
+  const canonical = options.canonicalNames ?? false;
+  const names = new Names(canonical ? instr.parent.parent : undefined, canonical);
+  return instructionText(instr, options, names);
+}
+
+function instructionText(instr: Instruction, options: PrintOptions, n: Names): string {
+  const root = instr.parent.instructions.length > 0 && instr.isRoot ? "ROOT " : "";
+  let out = `${root}%${n.instr(instr)} = ${shapeToString(instr.shape)} ${instr.opcode}`;
+  if (instr.opcode === "parameter") {
+    out += `(${instr.attrs.parameterNumber ?? 0})`;
+  } else if (instr.opcode === "constant") {
+    out += `(${instr.attrs.literal ? printLiteral(instr.attrs.literal) : ""})`;
+  } else {
+    const ops = instr.operands.map((op) => `${shapeToString(op.shape)} %${n.instr(op)}`);
+    out += `(${ops.join(", ")})`;
+  }
+  const attrs: string[] = [];
+  const slots: readonly AttrSlot[] = TEXT_ATTRS[instr.opcode];
+  for (const slot of slots) {
+    const { key, optional } = slotKey(slot);
+    const p = ATTR_PRINTERS[key](instr, n);
+    if (p === undefined || (optional && p.isDefault)) continue;
+    attrs.push(`${key}=${p.text}`);
+  }
+  const extra: AttrKey[] = ["backend_config"];
+  if (options.metadata ?? true) extra.push("metadata");
+  for (const key of extra) {
+    const p = ATTR_PRINTERS[key](instr, n);
+    if (p !== undefined && !p.isDefault) attrs.push(`${key}=${p.text}`);
+  }
+  return attrs.length > 0 ? `${out}, ${attrs.join(", ")}` : out;
+}
+
+/**
+ * The instructions in print order: the stored order when it is topological (the invariant),
+ * else a stable post-order so the text still defines every operand before its use.
+ */
+export function instructionPrintOrder(c: Computation): readonly Instruction[] {
+  const list = c.instructions;
+  const seen = new Set<Instruction>();
+  let topological = true;
+  for (const i of list) {
+    if (i.operands.some((op) => !seen.has(op))) {
+      topological = false;
+      break;
+    }
+    seen.add(i);
+  }
+  if (topological) return list;
+  const out: Instruction[] = [];
+  const done = new Set<Instruction>();
+  const visiting = new Set<Instruction>();
+  const visit = (root: Instruction) => {
+    // Iterative DFS: deep chains must not overflow the stack.
+    const stack: { i: Instruction; next: number }[] = [{ i: root, next: 0 }];
+    visiting.add(root);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const op = top.i.operands[top.next++];
+      if (op === undefined) {
+        stack.pop();
+        visiting.delete(top.i);
+        done.add(top.i);
+        out.push(top.i);
+      } else if (!done.has(op) && !visiting.has(op) && op.parent === c) {
+        visiting.add(op);
+        stack.push({ i: op, next: 0 });
+      }
+    }
+  };
+  for (const i of list) if (!done.has(i)) visit(i);
+  return out;
+}
+
+/** `%name (p: f32[2]) -> f32[2] {` ... `}` with two-space indented instructions. */
+export function printComputation(c: Computation, options: PrintOptions = {}): string {
+  return computationText(c, options, new Names(c.parent, options.canonicalNames));
+}
+
+function computationText(c: Computation, options: PrintOptions, n: Names): string {
+  const params = c.parameters.map((p) => `${n.instr(p)}: ${shapeToString(p.shape, false)}`);
+  const result = c.instructions.length > 0 ? shapeToString(c.root.shape, false) : "()";
+  const head = `${c.isEntry ? "ENTRY " : ""}%${n.comp(c)} (${params.join(", ")}) -> ${result} {`;
+  const lines = instructionPrintOrder(c).map((i) => `  ${instructionText(i, options, n)}`);
+  return [head, ...lines, "}"].join("\n");
+}
+
+/**
+ * Computations in print order: non-entry computations in post-order of the call graph (callees
+ * first, ties broken by Module.computations order), then the entry.
+ */
+export function computationPrintOrder(module: Module): Computation[] {
+  const entry = module.entryOrUndefined;
+  const out: Computation[] = [];
+  const state = new Map<Computation, "visiting" | "done">();
+  const visit = (c: Computation) => {
+    if (state.has(c) || c === entry || c.parent !== module) return;
+    state.set(c, "visiting");
+    for (const callee of c.calledComputations) visit(callee);
+    state.set(c, "done");
+    out.push(c);
+  };
+  for (const c of module.computations) visit(c);
+  if (entry) out.push(entry);
+  return out;
+}
+
+/** The whole module in HLO text, ending with a newline. */
+export function printHlo(module: Module, options: PrintOptions = {}): string {
+  const n = new Names(module, options.canonicalNames);
+  const comps = computationPrintOrder(module).map((c) => computationText(c, options, n));
+  const name = options.canonicalNames ? "m" : sanitizeName(module.name);
+  return [`HloModule ${name}`, ...comps].join("\n\n") + "\n";
+}

@@ -1,0 +1,1082 @@
+// The protobuf form of the IR: a Module to and from the bytes of XLA's own HloModuleProto (the
+// subset in ir/proto/*.proto, generated into ir/proto/gen/), mapped the way XLA maps its
+// HloModule: instruction and computation ids, operand_ids, called_computation_ids (a while's body
+// before its condition, as XLA stores them), the HLO text opcode name, ShapeProto shapes with
+// dynamic dims and layouts, LiteralProto constants, every attribute in its XLA field, metadata and
+// program shapes. Reading is defensive: whatever the bytes, moduleFromProto returns a Module or
+// throws a ProtoError that names the computation, instruction and field at fault.
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import type {
+  ComparisonDirection,
+  ComparisonType,
+  ConvDimensionNumbers,
+  DotDimensionNumbers as KilnDotDims,
+  FusionKind,
+  GatherDimensionNumbers as KilnGatherDims,
+  Metadata,
+  PaddingDim,
+  ScatterDimensionNumbers as KilnScatterDims,
+  SliceDim,
+  WindowDim,
+  Attributes,
+} from "./attributes.ts";
+import { COMPARISON_DIRECTIONS } from "./attributes.ts";
+import { ProtoError } from "./errors.ts";
+import {
+  bf16BitsToNumber,
+  f16BitsToNumber,
+  f32ToBF16Bits,
+  f32ToF16Bits,
+  Literal,
+  type LiteralData,
+} from "./literal.ts";
+import { type Computation, type Instruction, Module } from "./module.ts";
+import { OPCODE_INFO, isOpcode, type Opcode } from "./opcodes.ts";
+import { computationPrintOrder, instructionPrintOrder } from "./print.ts";
+import {
+  type ArrayShape,
+  type ElementType,
+  type Shape,
+  shapeToString,
+  ELEMENT_TYPES,
+} from "./shape.ts";
+import {
+  type HloComputationProto,
+  HloComputationProtoSchema,
+  type HloInstructionProto,
+  HloInstructionProto_SliceDimensionsSchema,
+  HloInstructionProtoSchema,
+  type HloModuleProto,
+  HloModuleProtoSchema,
+} from "./proto/gen/hlo_pb.ts";
+import {
+  ConvolutionDimensionNumbersSchema,
+  DotDimensionNumbersSchema,
+  GatherDimensionNumbersSchema,
+  LayoutProtoSchema,
+  type LiteralProto,
+  LiteralProtoSchema,
+  type OpMetadata,
+  OpMetadataSchema,
+  PaddingConfig_PaddingConfigDimensionSchema,
+  PaddingConfigSchema,
+  PrimitiveType,
+  type ProgramShapeProto,
+  ProgramShapeProtoSchema,
+  ScatterDimensionNumbersSchema,
+  type ShapeProto,
+  ShapeProtoSchema,
+  WindowDimensionSchema,
+  WindowSchema,
+} from "./proto/gen/xla_data_pb.ts";
+
+// ---- Tables --------------------------------------------------------------------------------
+
+/** XLA's PrimitiveType number of each element type. */
+const PRIMITIVE_TYPE = {
+  pred: PrimitiveType.PRED,
+  s32: PrimitiveType.S32,
+  s64: PrimitiveType.S64,
+  u8: PrimitiveType.U8,
+  f16: PrimitiveType.F16,
+  bf16: PrimitiveType.BF16,
+  f32: PrimitiveType.F32,
+} satisfies { [K in ElementType]: PrimitiveType };
+
+const ELEMENT_TYPE_OF: ReadonlyMap<number, ElementType> = new Map(
+  ELEMENT_TYPES.map((t) => [PRIMITIVE_TYPE[t], t]),
+);
+
+/**
+ * What reading needs to know per opcode: whether its result must be an array (so a tuple shape
+ * is rejected up front), and which attributes it always carries, so that an attribute XLA writes
+ * as a proto3 default (0, false, empty list: absent on the wire) is restored as that value.
+ */
+interface OpRule {
+  readonly result: "array" | "any";
+  readonly attrs: readonly AttrKey[];
+}
+type AttrKey = keyof Attributes;
+
+const arr = (...attrs: AttrKey[]): OpRule => ({ result: "array", attrs });
+const anyShape = (...attrs: AttrKey[]): OpRule => ({ result: "any", attrs });
+
+const OP_RULES = {
+  parameter: anyShape("parameterNumber"),
+  constant: arr("literal"),
+  iota: arr("iotaDimension"),
+  abs: arr(),
+  negate: arr(),
+  sign: arr(),
+  exponential: arr(),
+  "exponential-minus-one": arr(),
+  log: arr(),
+  "log-plus-one": arr(),
+  sqrt: arr(),
+  rsqrt: arr(),
+  cbrt: arr(),
+  tanh: arr(),
+  logistic: arr(),
+  sine: arr(),
+  cosine: arr(),
+  tan: arr(),
+  erf: arr(),
+  floor: arr(),
+  ceil: arr(),
+  "round-nearest-afz": arr(),
+  "round-nearest-even": arr(),
+  "is-finite": arr(),
+  not: arr(),
+  copy: anyShape(),
+  convert: arr(),
+  "bitcast-convert": arr(),
+  add: arr(),
+  subtract: arr(),
+  multiply: arr(),
+  divide: arr(),
+  remainder: arr(),
+  power: arr(),
+  maximum: arr(),
+  minimum: arr(),
+  atan2: arr(),
+  and: arr(),
+  or: arr(),
+  xor: arr(),
+  "shift-left": arr(),
+  "shift-right-arithmetic": arr(),
+  "shift-right-logical": arr(),
+  compare: arr("direction"),
+  select: arr(),
+  clamp: arr(),
+  broadcast: arr("dimensions"),
+  reshape: arr(),
+  transpose: arr("dimensions"),
+  slice: arr("slice"),
+  "dynamic-slice": arr("dynamicSliceSizes"),
+  "dynamic-update-slice": arr(),
+  concatenate: arr("dimensions"),
+  pad: arr("padding"),
+  reverse: arr("dimensions"),
+  dot: arr("dot"),
+  convolution: arr("window", "featureGroupCount", "batchGroupCount"),
+  reduce: anyShape("dimensions"),
+  "reduce-window": anyShape("window"),
+  gather: arr("gatherSliceSizes", "indicesAreSorted"),
+  scatter: anyShape("indicesAreSorted", "uniqueIndices"),
+  sort: anyShape("dimensions", "isStable"),
+  tuple: anyShape(),
+  "get-tuple-element": anyShape("tupleIndex"),
+  fusion: anyShape("fusionKind"),
+  call: anyShape(),
+  while: anyShape(),
+  conditional: anyShape(),
+  "get-dimension-size": arr("dimensions"),
+  "set-dimension-size": arr("dimensions"),
+  "custom-call": anyShape("customCallTarget"),
+} satisfies { [K in Opcode]: OpRule };
+
+const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
+const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
+
+// ---- Writing -------------------------------------------------------------------------------
+
+/** The module as the bytes of an XLA HloModuleProto. */
+export function moduleToProto(module: Module): Uint8Array {
+  return toBinary(HloModuleProtoSchema, moduleToMessage(module));
+}
+
+/**
+ * The module as an HloModuleProto message (for dumps as JSON, and for tests). Computations and
+ * instructions are written in the printer's order: callees before callers (entry last) and
+ * operands before users, as XLA requires, so a module read back prints the same.
+ */
+export function moduleToMessage(module: Module): HloModuleProto {
+  const entry = module.entryOrUndefined;
+  if (!entry) throw new ProtoError(`module '${module.name}' has no ENTRY computation to write`);
+  checkCallGraph(module);
+  const order = computationPrintOrder(module);
+  // Computation ids follow the instruction ids, so every id in the module is distinct (XLA
+  // draws both from one counter).
+  let maxId = -1;
+  for (const instr of module.allInstructions()) maxId = Math.max(maxId, instr.id);
+  const compIds = new Map<Computation, bigint>();
+  order.forEach((c, i) => compIds.set(c, BigInt(maxId + 1 + i)));
+  const fused = new Set<Computation>();
+  for (const instr of module.allInstructions()) {
+    if (instr.opcode === "fusion") for (const c of instr.called) fused.add(c);
+  }
+  return create(HloModuleProtoSchema, {
+    name: module.name,
+    entryComputationName: entry.name,
+    entryComputationId: compIds.get(entry)!,
+    computations: order.map((c) =>
+      create(HloComputationProtoSchema, {
+        name: c.name,
+        instructions: instructionPrintOrder(c).map((i) => instructionToProto(i, compIds)),
+        programShape: programShapeOf(c),
+        id: compIds.get(c)!,
+        rootId: BigInt(rootOf(c).id),
+        isFusionComputation: fused.has(c),
+      }),
+    ),
+    hostProgramShape: programShapeOf(entry),
+  });
+}
+
+/** Every called computation is in the module, and no computation calls itself, even indirectly. */
+function checkCallGraph(module: Module): void {
+  const state = new Map<Computation, "visiting" | "done">();
+  const visit = (c: Computation, path: string[]): void => {
+    const s = state.get(c);
+    if (s === "done") return;
+    if (s === "visiting") {
+      const cycle = [...path, c.name].join(" -> ");
+      throw new ProtoError(`computations call each other in a cycle: ${cycle}`);
+    }
+    if (c.parent !== module) {
+      throw new ProtoError(
+        `computation '${c.name}' is called in module '${module.name}' but belongs to another`,
+      );
+    }
+    state.set(c, "visiting");
+    for (const callee of c.calledComputations) visit(callee, [...path, c.name]);
+    state.set(c, "done");
+  };
+  for (const c of module.computations) visit(c, []);
+}
+
+function rootOf(c: Computation): Instruction {
+  if (c.instructions.length === 0) {
+    throw new ProtoError(`computation '${c.name}' is empty; it needs a ROOT to be written`);
+  }
+  return c.root;
+}
+
+function programShapeOf(c: Computation): ProgramShapeProto {
+  const params = c.parameters;
+  return create(ProgramShapeProtoSchema, {
+    parameters: params.map((p) => shapeToProto(p.shape, `parameter '${p.name}'`)),
+    result: shapeToProto(rootOf(c).shape, `ROOT of '${c.name}'`),
+    parameterNames: params.map((p) => p.name),
+  });
+}
+
+/** An int64 field from a number, or a ProtoError naming the field when it is not an integer. */
+function i64(v: number, what: string): bigint {
+  if (!Number.isSafeInteger(v)) throw new ProtoError(`${what} is ${v}; expected an integer`);
+  return BigInt(v);
+}
+
+function i64s(vs: readonly number[], what: string): bigint[] {
+  return vs.map((v, k) => i64(v, `${what}[${k}]`));
+}
+
+function i32(v: number, what: string): number {
+  if (!Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff) {
+    throw new ProtoError(`${what} is ${v}; expected a 32-bit integer`);
+  }
+  return v;
+}
+
+function shapeToProto(shape: Shape, what: string): ShapeProto {
+  if (shape.kind === "tuple") {
+    return create(ShapeProtoSchema, {
+      elementType: PrimitiveType.TUPLE,
+      tupleShapes: shape.elements.map((e, k) => shapeToProto(e, `${what} element ${k}`)),
+    });
+  }
+  const p = create(ShapeProtoSchema, {
+    elementType: PRIMITIVE_TYPE[shape.type],
+    dimensions: i64s(shape.dims, `${what} dimensions`),
+    isDynamicDimension: shape.dims.map((_, k) => shape.dynamic[k] ?? false),
+  });
+  if (shape.layout) {
+    p.layout = create(LayoutProtoSchema, {
+      minorToMajor: i64s(shape.layout, `${what} layout`),
+    });
+  }
+  return p;
+}
+
+function instructionToProto(
+  instr: Instruction,
+  compIds: Map<Computation, bigint>,
+): HloInstructionProto {
+  const where = `instruction '${instr.name}' in computation '${instr.parent.name}'`;
+  const a = instr.attrs;
+  const called = OPCODE_INFO[instr.opcode].called === "while" && instr.called.length === 2
+    ? [instr.called[1]!, instr.called[0]!] // XLA stores a while's body before its condition
+    : instr.called;
+  const p = create(HloInstructionProtoSchema, {
+    name: instr.name,
+    opcode: instr.opcode,
+    shape: shapeToProto(instr.shape, `shape of ${where}`),
+    id: BigInt(instr.id),
+    operandIds: instr.operands.map((o) => BigInt(o.id)),
+    calledComputationIds: called.map((c) => {
+      const id = compIds.get(c);
+      if (id === undefined) {
+        throw new ProtoError(`${where} calls computation '${c.name}', which is not in the module`);
+      }
+      return id;
+    }),
+  });
+  const at = (field: string) => `${field} of ${where}`;
+  if (a.parameterNumber !== undefined) {
+    p.parameterNumber = i64(a.parameterNumber, at("parameter_number"));
+  }
+  if (a.literal !== undefined) p.literal = literalToProto(a.literal);
+  if (instr.opcode === "iota") {
+    if (a.iotaDimension !== undefined) p.dimensions = [i64(a.iotaDimension, at("iota dimension"))];
+  } else if (a.dimensions !== undefined) {
+    p.dimensions = i64s(a.dimensions, at("dimensions"));
+  }
+  if (a.direction !== undefined) p.comparisonDirection = a.direction;
+  if (a.comparisonType !== undefined) p.comparisonType = a.comparisonType;
+  if (a.slice !== undefined) {
+    p.sliceDimensions = a.slice.map((s, k) =>
+      create(HloInstructionProto_SliceDimensionsSchema, {
+        start: i64(s.start, at(`slice[${k}].start`)),
+        limit: i64(s.limit, at(`slice[${k}].limit`)),
+        stride: i64(s.stride, at(`slice[${k}].stride`)),
+      }),
+    );
+  }
+  if (a.dynamicSliceSizes !== undefined) {
+    p.dynamicSliceSizes = i64s(a.dynamicSliceSizes, at("dynamic_slice_sizes"));
+  }
+  if (a.padding !== undefined) {
+    p.paddingConfig = create(PaddingConfigSchema, {
+      dimensions: a.padding.map((d, k) =>
+        create(PaddingConfig_PaddingConfigDimensionSchema, {
+          edgePaddingLow: i64(d.low, at(`padding[${k}].low`)),
+          edgePaddingHigh: i64(d.high, at(`padding[${k}].high`)),
+          interiorPadding: i64(d.interior, at(`padding[${k}].interior`)),
+        }),
+      ),
+    });
+  }
+  if (a.dot !== undefined) {
+    p.dotDimensionNumbers = create(DotDimensionNumbersSchema, {
+      lhsContractingDimensions: i64s(a.dot.lhsContracting, at("lhs_contracting_dims")),
+      rhsContractingDimensions: i64s(a.dot.rhsContracting, at("rhs_contracting_dims")),
+      lhsBatchDimensions: i64s(a.dot.lhsBatch, at("lhs_batch_dims")),
+      rhsBatchDimensions: i64s(a.dot.rhsBatch, at("rhs_batch_dims")),
+    });
+  }
+  if (a.window !== undefined) {
+    p.window = create(WindowSchema, {
+      dimensions: a.window.map((w, k) =>
+        create(WindowDimensionSchema, {
+          size: i64(w.size, at(`window[${k}].size`)),
+          stride: i64(w.stride, at(`window[${k}].stride`)),
+          paddingLow: i64(w.padLow, at(`window[${k}].padLow`)),
+          paddingHigh: i64(w.padHigh, at(`window[${k}].padHigh`)),
+          windowDilation: i64(w.windowDilation, at(`window[${k}].windowDilation`)),
+          baseDilation: i64(w.baseDilation, at(`window[${k}].baseDilation`)),
+          windowReversal: w.windowReversal,
+        }),
+      ),
+    });
+  }
+  if (a.convDims !== undefined) {
+    const d = a.convDims;
+    const f = at("convolution_dimension_numbers");
+    p.convolutionDimensionNumbers = create(ConvolutionDimensionNumbersSchema, {
+      inputBatchDimension: i64(d.inputBatch, f),
+      inputFeatureDimension: i64(d.inputFeature, f),
+      inputSpatialDimensions: i64s(d.inputSpatial, f),
+      kernelInputFeatureDimension: i64(d.kernelInputFeature, f),
+      kernelOutputFeatureDimension: i64(d.kernelOutputFeature, f),
+      kernelSpatialDimensions: i64s(d.kernelSpatial, f),
+      outputBatchDimension: i64(d.outputBatch, f),
+      outputFeatureDimension: i64(d.outputFeature, f),
+      outputSpatialDimensions: i64s(d.outputSpatial, f),
+    });
+  }
+  if (a.featureGroupCount !== undefined) {
+    p.featureGroupCount = i64(a.featureGroupCount, at("feature_group_count"));
+  }
+  if (a.batchGroupCount !== undefined) {
+    p.batchGroupCount = i64(a.batchGroupCount, at("batch_group_count"));
+  }
+  if (a.gather !== undefined) {
+    const g = a.gather;
+    const f = at("gather_dimension_numbers");
+    p.gatherDimensionNumbers = create(GatherDimensionNumbersSchema, {
+      offsetDims: i64s(g.offsetDims, f),
+      collapsedSliceDims: i64s(g.collapsedSliceDims, f),
+      startIndexMap: i64s(g.startIndexMap, f),
+      indexVectorDim: i64(g.indexVectorDim, f),
+      operandBatchingDims: i64s(g.operandBatchingDims, f),
+      startIndicesBatchingDims: i64s(g.startIndicesBatchingDims, f),
+    });
+  }
+  if (a.gatherSliceSizes !== undefined) {
+    p.gatherSliceSizes = i64s(a.gatherSliceSizes, at("gather_slice_sizes"));
+  }
+  if (a.scatter !== undefined) {
+    const s = a.scatter;
+    const f = at("scatter_dimension_numbers");
+    p.scatterDimensionNumbers = create(ScatterDimensionNumbersSchema, {
+      updateWindowDims: i64s(s.updateWindowDims, f),
+      insertedWindowDims: i64s(s.insertedWindowDims, f),
+      scatterDimsToOperandDims: i64s(s.scatterDimsToOperandDims, f),
+      indexVectorDim: i64(s.indexVectorDim, f),
+      inputBatchingDims: i64s(s.inputBatchingDims, f),
+      scatterIndicesBatchingDims: i64s(s.scatterIndicesBatchingDims, f),
+    });
+  }
+  if (a.indicesAreSorted !== undefined) p.indicesAreSorted = a.indicesAreSorted;
+  if (a.uniqueIndices !== undefined) p.uniqueIndices = a.uniqueIndices;
+  if (a.isStable !== undefined) p.isStable = a.isStable;
+  if (a.tupleIndex !== undefined) p.tupleIndex = i64(a.tupleIndex, at("tuple_index"));
+  if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
+  if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
+  if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
+  const m = metadataToProto(instr.metadata, at("metadata"));
+  if (m) p.metadata = m;
+  return p;
+}
+
+function metadataToProto(m: Metadata, what: string): OpMetadata | undefined {
+  const p = create(OpMetadataSchema, {});
+  if (m.opType !== undefined) p.opType = m.opType;
+  if (m.opName !== undefined) p.opName = m.opName;
+  if (m.sourceFile !== undefined) p.sourceFile = m.sourceFile;
+  if (m.sourceLine !== undefined) p.sourceLine = i32(m.sourceLine, `source_line of ${what}`);
+  if (m.sourceColumn !== undefined) {
+    p.sourceColumn = i32(m.sourceColumn, `source_column of ${what}`);
+  }
+  return Object.keys(metadataFromProto(p) ?? {}).length > 0 ? p : undefined;
+}
+
+/**
+ * A literal with XLA's default (row-major, descending) layout, which XLA requires of every
+ * LiteralProto and which matches the row-major order Literal keeps its data in.
+ */
+function literalToProto(lit: Literal): LiteralProto {
+  const rank = lit.dims.length;
+  const p = create(LiteralProtoSchema, {
+    shape: create(ShapeProtoSchema, {
+      elementType: PRIMITIVE_TYPE[lit.type],
+      dimensions: lit.dims.map((d) => BigInt(d)),
+      isDynamicDimension: lit.dims.map(() => false),
+      layout: create(LayoutProtoSchema, {
+        minorToMajor: Array.from({ length: rank }, (_, k) => BigInt(rank - 1 - k)),
+      }),
+    }),
+  });
+  const data = lit.data;
+  switch (lit.type) {
+    case "pred":
+      p.preds = Array.from(data as Uint8Array, (v) => v !== 0);
+      break;
+    case "u8":
+      p.u8s = new Uint8Array(data as Uint8Array);
+      break;
+    case "s32":
+      p.s32s = Array.from(data as Int32Array);
+      break;
+    case "s64":
+      p.s64s = Array.from(data as BigInt64Array);
+      break;
+    case "f32":
+      p.f32s = Array.from(data as Float32Array);
+      break;
+    case "f16":
+    case "bf16": {
+      const toBits = lit.type === "f16" ? f32ToF16Bits : f32ToBF16Bits;
+      const bytes = new Uint8Array(data.length * 2);
+      const view = new DataView(bytes.buffer);
+      (data as Float32Array).forEach((v, k) => view.setUint16(2 * k, toBits(v), true));
+      if (lit.type === "f16") p.f16s = bytes;
+      else p.bf16s = bytes;
+      break;
+    }
+    default: {
+      const never: never = lit.type;
+      throw new ProtoError(`literal of unknown element type ${String(never)}`);
+    }
+  }
+  return p;
+}
+
+// ---- Reading -------------------------------------------------------------------------------
+
+/**
+ * A module from the bytes of an XLA HloModuleProto. Bad bytes of any kind (truncated, garbage,
+ * an unknown opcode, a dangling id, a literal of the wrong size, ...) throw a ProtoError.
+ */
+export function moduleFromProto(bytes: Uint8Array): Module {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new ProtoError(`expected the bytes of an HloModuleProto (a Uint8Array)`);
+  }
+  let msg: HloModuleProto;
+  try {
+    msg = fromBinary(HloModuleProtoSchema, bytes);
+  } catch (e) {
+    throw new ProtoError(`cannot decode HloModuleProto (${bytes.length} bytes): ${errText(e)}`);
+  }
+  return moduleFromMessage(msg);
+}
+
+/** A module from an HloModuleProto message; see moduleFromProto. */
+export function moduleFromMessage(msg: HloModuleProto): Module {
+  try {
+    return new Reader(msg).read();
+  } catch (e) {
+    if (e instanceof ProtoError) throw e;
+    // A check above missed a case: still report it as bad input, with what went wrong.
+    throw new ProtoError(`module '${msg.name}': ${errText(e)}`);
+  }
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+interface CompEntry {
+  readonly proto: HloComputationProto;
+  readonly comp: Computation;
+}
+
+class Reader {
+  private readonly module: Module;
+  private readonly comps = new Map<bigint, CompEntry>();
+  /** Which computation holds each instruction id (for "refers to another computation"). */
+  private readonly owner = new Map<bigint, HloComputationProto>();
+
+  constructor(private readonly msg: HloModuleProto) {
+    this.module = new Module(msg.name);
+  }
+
+  read(): Module {
+    const msg = this.msg;
+    if (msg.computations.length === 0) {
+      throw new ProtoError(`module '${msg.name}' has no computations (missing entry)`);
+    }
+    const names = new Set<string>();
+    for (const [k, cp] of msg.computations.entries()) {
+      if (cp.name === "") throw new ProtoError(`computation #${k} (id ${cp.id}) has no name`);
+      if (names.has(cp.name)) throw new ProtoError(`two computations are named '${cp.name}'`);
+      if (this.comps.has(cp.id)) {
+        throw new ProtoError(
+          `computations '${this.comps.get(cp.id)!.comp.name}' and '${cp.name}' share id ${cp.id}`,
+        );
+      }
+      names.add(cp.name);
+      this.comps.set(cp.id, { proto: cp, comp: this.module.addComputation(cp.name) });
+    }
+    const instrNames = new Set<string>();
+    for (const cp of msg.computations) {
+      for (const ip of cp.instructions) {
+        const other = this.owner.get(ip.id);
+        if (other) {
+          throw new ProtoError(
+            `instruction id ${ip.id} is used twice ('${ip.name}' in '${cp.name}' and ` +
+              `again in '${other.name}')`,
+          );
+        }
+        this.owner.set(ip.id, cp);
+        if (ip.name === "") {
+          throw new ProtoError(`instruction id ${ip.id} in computation '${cp.name}' has no name`);
+        }
+        if (instrNames.has(ip.name)) {
+          throw new ProtoError(`two instructions are named '${ip.name}'`);
+        }
+        instrNames.add(ip.name);
+      }
+    }
+    const entry = this.findEntry();
+    for (const { proto, comp } of this.comps.values()) this.readComputation(proto, comp);
+    checkCallGraph(this.module);
+    this.module.entry = entry;
+    return this.module;
+  }
+
+  private findEntry(): Computation {
+    const { entryComputationId: id, entryComputationName: name } = this.msg;
+    const byId = this.comps.get(id);
+    if (byId && (name === "" || byId.comp.name === name)) return byId.comp;
+    if (byId) {
+      throw new ProtoError(
+        `entry_computation_id ${id} is computation '${byId.comp.name}' but ` +
+          `entry_computation_name is '${name}'`,
+      );
+    }
+    const byName = name !== "" ? this.module.computations.find((c) => c.name === name) : undefined;
+    if (byName) return byName;
+    throw new ProtoError(
+      `missing entry: no computation has entry_computation_id ${id}` +
+        (name !== "" ? ` or entry_computation_name '${name}'` : ""),
+    );
+  }
+
+  private readComputation(cp: HloComputationProto, comp: Computation): void {
+    if (cp.instructions.length === 0) {
+      throw new ProtoError(`computation '${cp.name}' has no instructions (it needs a ROOT)`);
+    }
+    const local = new Map<bigint, Instruction>();
+    for (const ip of cp.instructions) {
+      const instr = this.readInstruction(ip, cp, comp, local);
+      local.set(ip.id, instr);
+    }
+    const root = local.get(cp.rootId);
+    if (!root) {
+      const other = this.owner.get(cp.rootId);
+      throw new ProtoError(
+        `computation '${cp.name}': root_id ${cp.rootId} ` +
+          (other ? `is an instruction of computation '${other.name}'` : `is not an instruction id`),
+      );
+    }
+    comp.root = root;
+  }
+
+  private readInstruction(
+    ip: HloInstructionProto,
+    cp: HloComputationProto,
+    comp: Computation,
+    local: Map<bigint, Instruction>,
+  ): Instruction {
+    const where = `instruction '${ip.name}' (id ${ip.id}) in computation '${cp.name}'`;
+    if (!isOpcode(ip.opcode)) {
+      throw new ProtoError(`${where}: unknown opcode ${JSON.stringify(ip.opcode)}`);
+    }
+    const opcode: Opcode = ip.opcode;
+    const info = OPCODE_INFO[opcode];
+    const rule: OpRule = OP_RULES[opcode];
+    if (!ip.shape) throw new ProtoError(`${where}: missing shape`);
+    const shape = shapeFromProto(ip.shape, `${where}: shape`);
+    if (rule.result === "array" && shape.kind === "tuple") {
+      throw new ProtoError(
+        `${where}: ${opcode} needs an array shape, got the tuple shape ${shapeToString(shape)}`,
+      );
+    }
+    const operands = ip.operandIds.map((id, k) => {
+      const op = local.get(id);
+      if (op) return op;
+      const other = this.owner.get(id);
+      if (other === cp) {
+        throw new ProtoError(`${where}: operand ${k} (id ${id}) is defined after its user`);
+      }
+      if (other) {
+        throw new ProtoError(
+          `${where}: operand ${k} (id ${id}) refers to an instruction of computation ` +
+            `'${other.name}'`,
+        );
+      }
+      throw new ProtoError(`${where}: operand ${k} refers to id ${id}, which does not exist`);
+    });
+    if (info.arity !== "variadic" && operands.length !== info.arity) {
+      throw new ProtoError(
+        `${where}: ${opcode} takes ${info.arity} operand(s), got ${operands.length}`,
+      );
+    }
+    const called = this.readCalled(ip, opcode, where);
+    const attrs = readAttributes(ip, opcode, rule, shape, where);
+    const metadata = ip.metadata ? metadataFromProto(ip.metadata) : undefined;
+    return comp.addInstruction({
+      opcode,
+      shape,
+      operands,
+      attrs,
+      called,
+      ...(metadata ? { metadata } : {}),
+      name: ip.name,
+    });
+  }
+
+  private readCalled(ip: HloInstructionProto, opcode: Opcode, where: string): Computation[] {
+    const called = ip.calledComputationIds.map((id, k) => {
+      const c = this.comps.get(id);
+      if (!c) {
+        throw new ProtoError(
+          `${where}: called_computation_ids[${k}] is ${id}, which is not a computation id`,
+        );
+      }
+      return c.comp;
+    });
+    const role = OPCODE_INFO[opcode].called;
+    const n = called.length;
+    switch (role) {
+      case "none":
+        if (n !== 0) throw new ProtoError(`${where}: ${opcode} calls no computation, got ${n}`);
+        return called;
+      case "to_apply":
+      case "calls":
+        if (n !== 1) {
+          throw new ProtoError(`${where}: ${opcode} calls exactly one computation, got ${n}`);
+        }
+        return called;
+      case "while":
+        if (n !== 2) {
+          throw new ProtoError(`${where}: while calls a body and a condition, got ${n}`);
+        }
+        return [called[1]!, called[0]!]; // XLA: [body, condition]; Kiln: [condition, body]
+      case "branches":
+        if (n === 0) throw new ProtoError(`${where}: conditional needs at least one branch`);
+        return called;
+      default: {
+        const never: never = role;
+        throw new ProtoError(`${where}: unknown called role ${String(never)}`);
+      }
+    }
+  }
+}
+
+/** An int64 field as a number; a ProtoError naming the field when it is out of range. */
+function num(v: bigint, what: string, min = Number.MIN_SAFE_INTEGER): number {
+  if (v < BigInt(min) || v > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new ProtoError(`${what} is ${v}, out of range${min === 0 ? " (must be >= 0)" : ""}`);
+  }
+  return Number(v);
+}
+
+function nums(vs: readonly bigint[], what: string): number[] {
+  return vs.map((v, k) => num(v, `${what}[${k}]`));
+}
+
+function primitiveName(t: number): string {
+  const name = (PrimitiveType as unknown as Record<number, string | undefined>)[t];
+  return name !== undefined ? name : `#${t}`;
+}
+
+function shapeFromProto(p: ShapeProto, what: string): Shape {
+  if (p.elementType === PrimitiveType.TUPLE) {
+    if (p.dimensions.length > 0) {
+      throw new ProtoError(`${what}: a tuple shape cannot have dimensions`);
+    }
+    return {
+      kind: "tuple",
+      elements: p.tupleShapes.map((e, k) => shapeFromProto(e, `${what} element ${k}`)),
+    };
+  }
+  const type = ELEMENT_TYPE_OF.get(p.elementType);
+  if (type === undefined) {
+    throw new ProtoError(`${what}: unsupported element type ${primitiveName(p.elementType)}`);
+  }
+  if (p.tupleShapes.length > 0) {
+    throw new ProtoError(`${what}: an array shape (${type}) cannot have tuple_shapes`);
+  }
+  const dims = p.dimensions.map((d, k) => num(d, `${what} dimension ${k}`, 0));
+  const n = dims.length;
+  if (p.isDynamicDimension.length !== 0 && p.isDynamicDimension.length !== n) {
+    throw new ProtoError(
+      `${what}: ${n} dimensions but ${p.isDynamicDimension.length} is_dynamic_dimension flags`,
+    );
+  }
+  const dynamic = dims.map((_, k) => p.isDynamicDimension[k] ?? false);
+  if (!p.layout) return { kind: "array", type, dims, dynamic };
+  const layout = p.layout.minorToMajor.map((d) => Number(d));
+  const sorted = [...layout].sort((x, y) => x - y);
+  if (layout.length !== n || sorted.some((d, k) => d !== k)) {
+    throw new ProtoError(
+      `${what}: layout minor_to_major {${p.layout.minorToMajor.join(",")}} is not a ` +
+        `permutation of the ${n} dimensions`,
+    );
+  }
+  return { kind: "array", type, dims, dynamic, layout };
+}
+
+function metadataFromProto(p: OpMetadata): Metadata | undefined {
+  const m: Metadata = {};
+  if (p.opType !== undefined) m.opType = p.opType;
+  if (p.opName !== undefined) m.opName = p.opName;
+  if (p.sourceFile !== undefined) m.sourceFile = p.sourceFile;
+  if (p.sourceLine !== undefined) m.sourceLine = p.sourceLine;
+  if (p.sourceColumn !== undefined) m.sourceColumn = p.sourceColumn;
+  return Object.keys(m).length > 0 ? m : undefined;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function readAttributes(
+  p: HloInstructionProto,
+  opcode: Opcode,
+  rule: OpRule,
+  shape: Shape,
+  where: string,
+): Attributes {
+  const a: Attributes = {};
+  const uses = (k: AttrKey) => rule.attrs.includes(k);
+  const at = (field: string) => `${where}: ${field}`;
+
+  if (uses("parameterNumber") || p.parameterNumber !== 0n) {
+    a.parameterNumber = num(p.parameterNumber, at("parameter_number"), 0);
+  }
+  if (p.literal) {
+    a.literal = literalFromProto(p.literal, at("literal"));
+    if (opcode === "constant" && shape.kind === "array") checkLiteralShape(a.literal, shape, where);
+  } else if (uses("literal")) {
+    throw new ProtoError(`${where}: constant has no literal`);
+  }
+  if (uses("iotaDimension")) {
+    if (p.dimensions.length !== 1) {
+      throw new ProtoError(
+        `${where}: iota needs its one dimension in 'dimensions', got ${p.dimensions.length}`,
+      );
+    }
+    a.iotaDimension = num(p.dimensions[0]!, at("iota dimension"), 0);
+  } else if (uses("dimensions") || p.dimensions.length > 0) {
+    a.dimensions = nums(p.dimensions, at("dimensions"));
+  }
+  if (p.comparisonDirection !== "") {
+    const d = p.comparisonDirection;
+    if (!(COMPARISON_DIRECTIONS as readonly string[]).includes(d)) {
+      throw new ProtoError(`${where}: unknown comparison_direction ${JSON.stringify(d)}`);
+    }
+    a.direction = d as ComparisonDirection;
+  } else if (uses("direction")) {
+    throw new ProtoError(`${where}: compare has no comparison_direction`);
+  }
+  if (p.comparisonType !== "") {
+    const t = p.comparisonType;
+    if (!(COMPARISON_TYPES as readonly string[]).includes(t)) {
+      throw new ProtoError(`${where}: unknown comparison_type ${JSON.stringify(t)}`);
+    }
+    a.comparisonType = t as ComparisonType;
+  }
+  if (uses("slice") || p.sliceDimensions.length > 0) {
+    a.slice = p.sliceDimensions.map(
+      (s, k): SliceDim => ({
+        start: num(s.start, at(`slice_dimensions[${k}].start`)),
+        limit: num(s.limit, at(`slice_dimensions[${k}].limit`)),
+        stride: num(s.stride, at(`slice_dimensions[${k}].stride`)),
+      }),
+    );
+  }
+  if (uses("dynamicSliceSizes") || p.dynamicSliceSizes.length > 0) {
+    a.dynamicSliceSizes = nums(p.dynamicSliceSizes, at("dynamic_slice_sizes"));
+  }
+  if (p.paddingConfig || uses("padding")) {
+    a.padding = (p.paddingConfig?.dimensions ?? []).map(
+      (d, k): PaddingDim => ({
+        low: num(d.edgePaddingLow, at(`padding_config[${k}].edge_padding_low`)),
+        high: num(d.edgePaddingHigh, at(`padding_config[${k}].edge_padding_high`)),
+        interior: num(d.interiorPadding, at(`padding_config[${k}].interior_padding`)),
+      }),
+    );
+  }
+  if (p.dotDimensionNumbers || uses("dot")) {
+    const d = p.dotDimensionNumbers;
+    const f = at("dot_dimension_numbers");
+    a.dot = {
+      lhsBatch: nums(d?.lhsBatchDimensions ?? [], `${f}.lhs_batch_dimensions`),
+      rhsBatch: nums(d?.rhsBatchDimensions ?? [], `${f}.rhs_batch_dimensions`),
+      lhsContracting: nums(d?.lhsContractingDimensions ?? [], `${f}.lhs_contracting_dimensions`),
+      rhsContracting: nums(d?.rhsContractingDimensions ?? [], `${f}.rhs_contracting_dimensions`),
+    } satisfies KilnDotDims;
+  }
+  if (p.window || uses("window")) {
+    a.window = (p.window?.dimensions ?? []).map((w, k): WindowDim => {
+      const f = at(`window.dimensions[${k}]`);
+      return {
+        size: num(w.size, `${f}.size`),
+        stride: num(w.stride, `${f}.stride`),
+        padLow: num(w.paddingLow, `${f}.padding_low`),
+        padHigh: num(w.paddingHigh, `${f}.padding_high`),
+        windowDilation: num(w.windowDilation, `${f}.window_dilation`),
+        baseDilation: num(w.baseDilation, `${f}.base_dilation`),
+        windowReversal: w.windowReversal,
+      };
+    });
+  }
+  if (p.convolutionDimensionNumbers) {
+    const d = p.convolutionDimensionNumbers;
+    const f = at("convolution_dimension_numbers");
+    a.convDims = {
+      inputBatch: num(d.inputBatchDimension, `${f}.input_batch_dimension`),
+      inputFeature: num(d.inputFeatureDimension, `${f}.input_feature_dimension`),
+      inputSpatial: nums(d.inputSpatialDimensions, `${f}.input_spatial_dimensions`),
+      kernelInputFeature: num(d.kernelInputFeatureDimension, `${f}.kernel_input_feature_dimension`),
+      kernelOutputFeature: num(
+        d.kernelOutputFeatureDimension,
+        `${f}.kernel_output_feature_dimension`,
+      ),
+      kernelSpatial: nums(d.kernelSpatialDimensions, `${f}.kernel_spatial_dimensions`),
+      outputBatch: num(d.outputBatchDimension, `${f}.output_batch_dimension`),
+      outputFeature: num(d.outputFeatureDimension, `${f}.output_feature_dimension`),
+      outputSpatial: nums(d.outputSpatialDimensions, `${f}.output_spatial_dimensions`),
+    } satisfies ConvDimensionNumbers;
+  }
+  // XLA: an absent (0) group count means 1.
+  if (uses("featureGroupCount") || p.featureGroupCount !== 0n) {
+    a.featureGroupCount = p.featureGroupCount === 0n
+      ? 1
+      : num(p.featureGroupCount, at("feature_group_count"));
+  }
+  if (uses("batchGroupCount") || p.batchGroupCount !== 0n) {
+    a.batchGroupCount = p.batchGroupCount === 0n
+      ? 1
+      : num(p.batchGroupCount, at("batch_group_count"));
+  }
+  if (p.gatherDimensionNumbers) {
+    const g = p.gatherDimensionNumbers;
+    const f = at("gather_dimension_numbers");
+    a.gather = {
+      offsetDims: nums(g.offsetDims, `${f}.offset_dims`),
+      collapsedSliceDims: nums(g.collapsedSliceDims, `${f}.collapsed_slice_dims`),
+      startIndexMap: nums(g.startIndexMap, `${f}.start_index_map`),
+      indexVectorDim: num(g.indexVectorDim, `${f}.index_vector_dim`),
+      operandBatchingDims: nums(g.operandBatchingDims, `${f}.operand_batching_dims`),
+      startIndicesBatchingDims: nums(
+        g.startIndicesBatchingDims,
+        `${f}.start_indices_batching_dims`,
+      ),
+    } satisfies KilnGatherDims;
+  }
+  if (uses("gatherSliceSizes") || p.gatherSliceSizes.length > 0) {
+    a.gatherSliceSizes = nums(p.gatherSliceSizes, at("gather_slice_sizes"));
+  }
+  if (p.scatterDimensionNumbers) {
+    const s = p.scatterDimensionNumbers;
+    const f = at("scatter_dimension_numbers");
+    a.scatter = {
+      updateWindowDims: nums(s.updateWindowDims, `${f}.update_window_dims`),
+      insertedWindowDims: nums(s.insertedWindowDims, `${f}.inserted_window_dims`),
+      scatterDimsToOperandDims: nums(
+        s.scatterDimsToOperandDims,
+        `${f}.scatter_dims_to_operand_dims`,
+      ),
+      indexVectorDim: num(s.indexVectorDim, `${f}.index_vector_dim`),
+      inputBatchingDims: nums(s.inputBatchingDims, `${f}.input_batching_dims`),
+      scatterIndicesBatchingDims: nums(
+        s.scatterIndicesBatchingDims,
+        `${f}.scatter_indices_batching_dims`,
+      ),
+    } satisfies KilnScatterDims;
+  }
+  if (uses("indicesAreSorted") || p.indicesAreSorted) a.indicesAreSorted = p.indicesAreSorted;
+  if (uses("uniqueIndices") || p.uniqueIndices) a.uniqueIndices = p.uniqueIndices;
+  if (uses("isStable") || p.isStable) a.isStable = p.isStable;
+  if (uses("tupleIndex") || p.tupleIndex !== 0n) {
+    a.tupleIndex = num(p.tupleIndex, at("tuple_index"), 0);
+  }
+  if (p.fusionKind !== "") {
+    const k = p.fusionKind;
+    if (!(FUSION_KINDS as readonly string[]).includes(k)) {
+      throw new ProtoError(`${where}: unknown fusion_kind ${JSON.stringify(k)}`);
+    }
+    a.fusionKind = k as FusionKind;
+  } else if (uses("fusionKind")) {
+    throw new ProtoError(`${where}: fusion has no fusion_kind`);
+  }
+  if (uses("customCallTarget") || p.customCallTarget !== "") {
+    a.customCallTarget = p.customCallTarget;
+  }
+  if (p.backendConfig.length > 0) {
+    try {
+      a.backendConfig = utf8.decode(p.backendConfig);
+    } catch {
+      throw new ProtoError(`${where}: backend_config is not valid UTF-8`);
+    }
+  }
+  return a;
+}
+
+function checkLiteralShape(lit: Literal, shape: ArrayShape, where: string): void {
+  if (lit.type !== shape.type || !sameNumbers(lit.dims, shape.dims)) {
+    throw new ProtoError(
+      `${where}: literal shape ${shapeToString(lit.shape)} does not match the constant's ` +
+        `shape ${shapeToString(shape)}`,
+    );
+  }
+}
+
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, k) => x === b[k]);
+}
+
+function literalFromProto(p: LiteralProto, what: string): Literal {
+  if (!p.shape) throw new ProtoError(`${what}: missing shape`);
+  const shape = shapeFromProto(p.shape, `${what} shape`);
+  if (shape.kind === "tuple") {
+    throw new ProtoError(
+      `${what}: a tuple shape ${shapeToString(shape)} where an array literal is needed`,
+    );
+  }
+  const { type, dims } = shape;
+  let n = 1;
+  for (const d of dims) n *= d;
+  const got = (count: number, field: string) => {
+    if (count !== n) {
+      throw new ProtoError(
+        `${what}: ${shapeToString(shape, false)} needs ${n} elements in ${field}, got ${count}`,
+      );
+    }
+  };
+  let physical: LiteralData;
+  switch (type) {
+    case "pred":
+      got(p.preds.length, "preds");
+      physical = Uint8Array.from(p.preds, (b) => (b ? 1 : 0));
+      break;
+    case "u8":
+      got(p.u8s.length, "u8s");
+      physical = new Uint8Array(p.u8s);
+      break;
+    case "s32":
+      got(p.s32s.length, "s32s");
+      physical = Int32Array.from(p.s32s);
+      break;
+    case "s64":
+      got(p.s64s.length, "s64s");
+      physical = BigInt64Array.from(p.s64s);
+      break;
+    case "f32":
+      got(p.f32s.length, "f32s");
+      physical = Float32Array.from(p.f32s);
+      break;
+    case "f16":
+    case "bf16": {
+      const bytes = type === "f16" ? p.f16s : p.bf16s;
+      const field = type === "f16" ? "f16s" : "bf16s";
+      if (bytes.length % 2 !== 0) {
+        throw new ProtoError(`${what}: ${field} has an odd number of bytes (${bytes.length})`);
+      }
+      got(bytes.length / 2, field);
+      const fromBits = type === "f16" ? f16BitsToNumber : bf16BitsToNumber;
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
+      break;
+    }
+    default: {
+      const never: never = type;
+      throw new ProtoError(`${what}: unknown element type ${String(never)}`);
+    }
+  }
+  return new Literal(type, dims, toRowMajor(physical, dims, shape.layout));
+}
+
+/**
+ * Literal data stored in the order of `minorToMajor`, reordered to row-major (XLA's default
+ * layout, the order Literal keeps). Data already in default layout is returned as is.
+ */
+function toRowMajor(
+  data: LiteralData,
+  dims: readonly number[],
+  minorToMajor: readonly number[] | undefined,
+): LiteralData {
+  const rank = dims.length;
+  if (!minorToMajor || minorToMajor.every((d, k) => d === rank - 1 - k)) return data;
+  const strides = new Array<number>(rank).fill(0);
+  let stride = 1;
+  for (const d of minorToMajor) {
+    strides[d] = stride;
+    stride *= dims[d]!;
+  }
+  const out = new (data.constructor as new (n: number) => LiteralData)(data.length);
+  const index = new Array<number>(rank).fill(0);
+  for (let i = 0; i < data.length; i++) {
+    let offset = 0;
+    for (let d = 0; d < rank; d++) offset += index[d]! * strides[d]!;
+    (out as unknown as (number | bigint)[])[i] = data[offset]!;
+    for (let d = rank - 1; d >= 0; d--) {
+      if (++index[d]! < dims[d]!) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,97 @@
+// The public API as users call it, through the root index.ts: the names the issue promises
+// (parseHlo, printHlo, verifyModule, evaluate, literal, moduleToProto, moduleFromProto,
+// fingerprint) and the README's example.
+
+import { describe, expect, it } from "vitest";
+import {
+  arrayShape,
+  evaluate,
+  fingerprint,
+  literal,
+  type Literal,
+  moduleFromProto,
+  moduleToProto,
+  ModuleBuilder,
+  parseHlo,
+  printHlo,
+  ShapeError,
+  VerifyError,
+  verifyModule,
+} from "../index.ts";
+
+describe("public API", () => {
+  it("runs the README example", () => {
+    const mb = new ModuleBuilder("axpy");
+    mb.entry("main", (b) => {
+      const a = b.parameter(arrayShape("f32", []), "a");
+      const x = b.parameter(arrayShape("f32", [4]), "x");
+      const y = b.parameter(arrayShape("f32", [4]), "y");
+      return b.add(b.multiply(b.broadcast(a, [4], []), x), y);
+    });
+    const m = mb.build();
+    expect(printHlo(m)).toContain("ENTRY %main (a: f32[], x: f32[4], y: f32[4]) -> f32[4] {");
+    const out = evaluate(m, [
+      literal("f32", [], [2]),
+      literal("f32", [4], [1, 2, 3, 4]),
+      literal("f32", [4], [10, 10, 10, 10]),
+    ]) as Literal;
+    expect(out.data).toBeInstanceOf(Float32Array);
+    expect(Array.from(out.data as Float32Array)).toEqual([12, 14, 16, 18]);
+  });
+
+  it("literal() exposes values as a typed array at .data", () => {
+    expect(literal("f32", [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]).data).toBeInstanceOf(Float32Array);
+    expect(literal("s32", [2], [1, -1]).data).toBeInstanceOf(Int32Array);
+    expect(literal("s64", [1], [2n ** 60n]).data).toBeInstanceOf(BigInt64Array);
+    expect(literal("pred", [2], [true, false]).toNumbers()).toEqual([1, 0]);
+    expect(() => literal("f32", [2, 4], [1, 2])).toThrow(/expected 8 values, got 2/);
+    expect(() => literal("u8", [1], [300])).toThrow(/out of range for u8/);
+  });
+
+  it("evaluates a tuple result to an array of literals", () => {
+    const m = parseHlo(`HloModule t
+ENTRY %main (x: s32[2]) -> (s32[2], s32[2]) {
+  %x = s32[2] parameter(0)
+  %n = s32[2] negate(%x)
+  ROOT %t = (s32[2], s32[2]) tuple(%x, %n)
+}`);
+    const out = evaluate(m, [literal("s32", [2], [3, -7])]) as Literal[];
+    expect(Array.isArray(out)).toBe(true);
+    expect(out.map((l) => Array.from(l.data as Int32Array))).toEqual([[3, -7], [-3, 7]]);
+  });
+
+  it("verifyModule throws an error naming the instruction", () => {
+    const m = parseHlo(`HloModule bad
+ENTRY %main (x: f32[2]) -> f32[3] {
+  %x = f32[2] parameter(0)
+  ROOT %wrong = f32[3] negate(%x)
+}`);
+    expect(() => verifyModule(m)).toThrow(VerifyError);
+    expect(() => verifyModule(m)).toThrow(/%wrong/);
+  });
+
+  it("the builder throws a ShapeError naming opcode, shapes and rule", () => {
+    const mb = new ModuleBuilder("bad");
+    const attempt = () =>
+      mb.entry("main", (b) =>
+        b.add(b.parameter(arrayShape("f32", [2, 3])), b.parameter(arrayShape("f32", [3, 2]))),
+      );
+    expect(attempt).toThrow(ShapeError);
+    expect(attempt).toThrow(/^add\(f32\[2,3\], f32\[3,2\]\): /);
+  });
+
+  it("proto bytes and text round trip with one fingerprint", () => {
+    const text = `HloModule rt
+ENTRY %main (x: f32[2,<=8]) -> f32[2,<=8] {
+  %x = f32[2,<=8]{1,0} parameter(0)
+  ROOT %e = f32[2,<=8] exponential(f32[2,<=8]{1,0} %x), metadata={op_type="exp" source_line=3}
+}
+`;
+    const m = parseHlo(text);
+    const bytes = moduleToProto(m);
+    expect(bytes).toBeInstanceOf(Uint8Array);
+    const back = moduleFromProto(bytes);
+    expect(printHlo(back)).toBe(printHlo(m));
+    expect(fingerprint(back)).toBe(fingerprint(m));
+  });
+});
