@@ -1,0 +1,75 @@
+// The backend interface every execution path goes through: eager ops (one-op programs), lazy
+// graphs and compiled models all hand an IR module to `Backend.compile` and run the resulting
+// `Executable` on literals. Backends are registered by name; `getBackend()` with no name gives
+// the default (the fastest registered). A backend that cannot handle a module throws
+// UnsupportedError at compile time naming the instruction, the opcode and why.
+
+import type { EvalValue } from "../ir/evaluate.ts";
+import type { Literal } from "../ir/literal.ts";
+import type { Module } from "../ir/module.ts";
+
+/** A compiled program. `run` is synchronous and never mutates its inputs. */
+export interface Executable {
+  readonly backend: string;
+  /** The module it was compiled from (after whatever passes the caller ran). */
+  readonly module: Module;
+  /**
+   * Runs the entry computation. Inputs are the entry's parameters in order (tuple parameters as
+   * arrays); a tuple result comes back as an array of values, an array result as a Literal.
+   */
+  run(inputs: readonly EvalValue[]): EvalValue;
+}
+
+export interface Backend {
+  readonly name: string;
+  /** Higher runs first when no backend is named (the default is the fastest available). */
+  readonly priority: number;
+  compile(module: Module): Executable;
+}
+
+/** A backend cannot run a module: names the instruction and opcode, and says why. */
+export class UnsupportedError extends Error {
+  readonly backend: string;
+  readonly instruction: string | undefined;
+  readonly opcode: string | undefined;
+
+  constructor(backend: string, detail: string, instruction?: string, opcode?: string) {
+    const where = instruction !== undefined ? ` %${instruction} (${opcode ?? "?"})` : "";
+    super(`backend '${backend}' cannot compile${where}: ${detail}`);
+    this.name = "UnsupportedError";
+    this.backend = backend;
+    this.instruction = instruction;
+    this.opcode = opcode;
+  }
+}
+
+const registry = new Map<string, Backend>();
+
+export function registerBackend(backend: Backend): void {
+  registry.set(backend.name, backend);
+}
+
+/** Names of the registered backends, default first. */
+export function backendNames(): string[] {
+  return [...registry.values()].sort((a, b) => b.priority - a.priority).map((b) => b.name);
+}
+
+/** The backend called `name`, or the default (highest priority) one. */
+export function getBackend(name?: string): Backend {
+  if (name === undefined) {
+    const first = backendNames()[0];
+    if (first === undefined) throw new Error("no Kiln backend is registered");
+    return registry.get(first)!;
+  }
+  const b = registry.get(name);
+  if (!b) {
+    throw new Error(`unknown backend '${name}'; available: ${backendNames().join(", ")}`);
+  }
+  return b;
+}
+
+/** Narrows a run result known to be one array value. */
+export function single(v: EvalValue): Literal {
+  if (Array.isArray(v)) throw new Error(`expected one array result, got a tuple of ${v.length}`);
+  return v;
+}
