@@ -145,6 +145,8 @@ const getTupleElementOp: OpImpl = (instr, ops) => {
   return t[i]!;
 };
 
+const copyArray = unaryOp("copy");
+
 export const EVALUATORS = {
   parameter: parameterOp,
   constant: constantOp,
@@ -171,7 +173,8 @@ export const EVALUATORS = {
   "round-nearest-even": unaryOp("round-nearest-even"),
   "is-finite": isFiniteOp,
   not: unaryOp("not"),
-  copy: unaryOp("copy"),
+  // A copy of a tuple is the same (immutable) tuple value.
+  copy: (instr, ops, ctx) => (Array.isArray(ops[0]) ? ops[0] : copyArray(instr, ops, ctx)),
   convert: convertOp,
   "bitcast-convert": bitcastConvertOp,
   add: binaryOp("add"),

@@ -70,10 +70,15 @@ export class Literal {
     return build(0, 0, this.data.length);
   }
 
+  /** `f32[2,2] [[1, -0], [NaN, Infinity]]`: every value as JS writes it, -0 kept. */
   toString(): string {
-    return `${shapeToString(this.shape)} ${JSON.stringify(this.toArray(), (_k, v) =>
-      typeof v === "bigint" ? v.toString() : v,
-    )}`;
+    const fmt = (v: unknown): string =>
+      Array.isArray(v)
+        ? `[${v.map(fmt).join(", ")}]`
+        : Object.is(v, -0)
+          ? "-0"
+          : String(v);
+    return `${shapeToString(this.shape)} ${fmt(this.toArray())}`;
   }
 }
 
@@ -133,7 +138,7 @@ export function toStored(type: ElementType, v: ScalarValue): number | bigint {
       const n = Number(v);
       if (!Number.isInteger(n)) throw new Error(`s64 value must be an integer, got ${n}`);
       if (!Number.isSafeInteger(n)) {
-        throw new Error(`s64 value ${n} is not exact as a number; pass a bigint`);
+        throw new Error(`s64 value ${n} is beyond Number.MAX_SAFE_INTEGER; pass a bigint`);
       }
       return BigInt(n);
     }

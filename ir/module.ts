@@ -22,7 +22,7 @@ export interface InstructionSpec {
 export class Instruction {
   /** Unique within the module; stable for the instruction's life. */
   readonly id: number;
-  name: string;
+  private instrName: string;
   readonly opcode: Opcode;
   shape: Shape;
   attrs: Attributes;
@@ -37,7 +37,7 @@ export class Instruction {
   constructor(parent: Computation, id: number, name: string, spec: InstructionSpec) {
     this.parent = parent;
     this.id = id;
-    this.name = name;
+    this.instrName = name;
     this.opcode = spec.opcode;
     this.shape = spec.shape;
     this.attrs = spec.attrs ? { ...spec.attrs } : {};
@@ -54,6 +54,19 @@ export class Instruction {
       this.ops.push(op);
       op.addUser(this);
     }
+  }
+
+  get name(): string {
+    return this.instrName;
+  }
+
+  /** Renames the instruction; the new name must be unused in the module. */
+  set name(value: string) {
+    if (value === this.instrName) return;
+    const module = this.parent.parent;
+    module.claimName(value);
+    module.releaseName(this.instrName);
+    this.instrName = value;
   }
 
   get operands(): readonly Instruction[] {
@@ -268,6 +281,7 @@ export class Module {
       }
     }
     this.comps.splice(this.comps.indexOf(c), 1);
+    for (const i of c.instructions) this.releaseName(i.name);
   }
 
   /** A fresh computation name derived from `base` (`add`, `add.1`, ...). */

@@ -467,9 +467,9 @@ class Names {
     if (!module) return;
     if (canonical) {
       let v = 0;
-      computationPrintOrder(module).forEach((c, k) => {
+      canonicalComputationOrder(module).forEach((c, k) => {
         this.printed.set(c, `c${k}`);
-        for (const i of instructionPrintOrder(c)) this.printed.set(i, `v${v++}`);
+        for (const i of canonicalInstructionOrder(c)) this.printed.set(i, `v${v++}`);
       });
       return;
     }
@@ -587,7 +587,8 @@ function computationText(c: Computation, options: PrintOptions, n: Names): strin
   const params = c.parameters.map((p) => `${n.instr(p)}: ${shapeToString(p.shape, false)}`);
   const result = c.instructions.length > 0 ? shapeToString(c.root.shape, false) : "()";
   const head = `${c.isEntry ? "ENTRY " : ""}%${n.comp(c)} (${params.join(", ")}) -> ${result} {`;
-  const lines = instructionPrintOrder(c).map((i) => `  ${instructionText(i, options, n)}`);
+  const order = options.canonicalNames ? canonicalInstructionOrder(c) : instructionPrintOrder(c);
+  const lines = order.map((i) => `  ${instructionText(i, options, n)}`);
   return [head, ...lines, "}"].join("\n");
 }
 
@@ -611,10 +612,62 @@ export function computationPrintOrder(module: Module): Computation[] {
   return out;
 }
 
+/**
+ * The order canonical text uses, independent of how independent instructions happen to be
+ * stored: parameters by number, then a post-order walk from the ROOT following operands in
+ * order, then instructions the ROOT does not reach, in stored order (still topological).
+ */
+export function canonicalInstructionOrder(c: Computation): Instruction[] {
+  const out: Instruction[] = [...c.parameters];
+  const done = new Set<Instruction>(out);
+  if (c.instructions.length > 0) {
+    const stack: { i: Instruction; next: number }[] = [{ i: c.root, next: 0 }];
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      if (done.has(top.i)) {
+        stack.pop();
+        continue;
+      }
+      const op = top.i.operands[top.next++];
+      if (op === undefined) {
+        stack.pop();
+        done.add(top.i);
+        out.push(top.i);
+      } else if (!done.has(op) && op.parent === c) {
+        stack.push({ i: op, next: 0 });
+      }
+    }
+  }
+  for (const i of instructionPrintOrder(c)) if (!done.has(i)) out.push(i);
+  return out;
+}
+
+/**
+ * Computations in canonical order: a post-order walk of the call graph from the entry (callees
+ * in the order their callers' canonical instructions call them), then unreachable ones.
+ */
+export function canonicalComputationOrder(module: Module): Computation[] {
+  const out: Computation[] = [];
+  const seen = new Set<Computation>();
+  const visit = (c: Computation) => {
+    if (seen.has(c) || c.parent !== module) return;
+    seen.add(c);
+    for (const i of canonicalInstructionOrder(c)) for (const k of i.called) visit(k);
+    out.push(c);
+  };
+  const entry = module.entryOrUndefined;
+  if (entry) visit(entry);
+  for (const c of computationPrintOrder(module)) visit(c);
+  return out;
+}
+
 /** The whole module in HLO text, ending with a newline. */
 export function printHlo(module: Module, options: PrintOptions = {}): string {
   const n = new Names(module, options.canonicalNames);
-  const comps = computationPrintOrder(module).map((c) => computationText(c, options, n));
+  const order = options.canonicalNames
+    ? canonicalComputationOrder(module)
+    : computationPrintOrder(module);
+  const comps = order.map((c) => computationText(c, options, n));
   const name = options.canonicalNames ? "m" : sanitizeName(module.name);
   return [`HloModule ${name}`, ...comps].join("\n\n") + "\n";
 }

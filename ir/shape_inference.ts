@@ -841,8 +841,9 @@ function checkReducer(
     if (!shapesEqual(sig.params[n + i]!, v)) {
       c.fail(`${where}: parameter ${n + i} must be the input element ${str(v)}`);
     }
-    const mixedFloat = isFloatType(acc.type) && isFloatType(v.type);
-    if (acc.type !== v.type && !mixedFloat) {
+    // Exact types, as the evaluator and backends compute: a bf16 input with an f32 accumulator
+    // must be converted first (XLA allows mixed float precision here; Kiln does not, yet).
+    if (acc.type !== v.type) {
       c.fail(`${where}: accumulator ${i} type ${acc.type} does not fit input type ${v.type}`);
     }
     return acc.type;

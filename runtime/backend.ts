@@ -25,6 +25,17 @@ export interface Backend {
   /** Higher runs first when no backend is named (the default is the fastest available). */
   readonly priority: number;
   compile(module: Module): Executable;
+  /**
+   * Optional, with `deserialize`: what the on-disk program cache stores for an executable (the
+   * `js` backend's generated source, say). A backend without the pair is cached in memory only.
+   */
+  serialize?(exe: Executable): Uint8Array;
+  /**
+   * Rebuilds an executable from `serialize`'s bytes and the module it was compiled from (or one
+   * equal to it up to names and metadata), without re-running codegen. The cache only calls it
+   * on bytes whose checksum and key it has verified; it may throw if the bytes are unusable.
+   */
+  deserialize?(module: Module, payload: Uint8Array): Executable;
 }
 
 /** A backend cannot run a module: names the instruction and opcode, and says why. */

@@ -12,3 +12,9 @@ export {
   single,
 } from "./backend.ts";
 export { interpreterBackend } from "./interpreter.ts";
+export {
+  ProgramCache,
+  defaultProgramCache,
+  setDefaultProgramCache,
+  type CacheStats,
+} from "./cache.ts";

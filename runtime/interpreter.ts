@@ -7,16 +7,28 @@ import type { Module } from "../ir/module.ts";
 import { verifyModule } from "../ir/verify.ts";
 import { type Backend, type Executable, registerBackend } from "./backend.ts";
 
+function executable(module: Module): Executable {
+  return {
+    backend: "interpreter",
+    module,
+    run: (inputs: readonly EvalValue[]) => evaluate(module, inputs),
+  };
+}
+
 export const interpreterBackend: Backend = {
   name: "interpreter",
   priority: 0,
   compile(module: Module): Executable {
     verifyModule(module);
-    return {
-      backend: "interpreter",
-      module,
-      run: (inputs: readonly EvalValue[]) => evaluate(module, inputs),
-    };
+    return executable(module);
+  },
+  // The module is the whole program, and the program cache stores the module itself.
+  serialize: () => new Uint8Array(0),
+  deserialize(module: Module, payload: Uint8Array): Executable {
+    if (payload.length !== 0) {
+      throw new Error(`interpreter: expected an empty cache payload, got ${payload.length} bytes`);
+    }
+    return executable(module);
   },
 };
 

@@ -263,11 +263,15 @@ describe("verifyModule rejects", () => {
     );
   });
 
-  it("duplicate instruction names", () => {
+  it("duplicate instruction names (renaming onto a used name is refused at once)", () => {
     const { module, refs } = sample();
-    refs.neg!.name = refs.sum!.name;
-    const err = verifyError(module);
-    expect(err.message).toContain(`the instruction name '${refs.sum!.name}' is also used`);
+    expect(() => (refs.neg!.name = refs.sum!.name)).toThrow(
+      `module '${module.name}' already has an instruction named '${refs.sum!.name}'`,
+    );
+    refs.neg!.name = "fresh_name";
+    expect(refs.neg!.name).toBe("fresh_name");
+    expect(module.hasName("fresh_name")).toBe(true);
+    verifyModule(module);
   });
 
   it("duplicate computation names", () => {

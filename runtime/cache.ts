@@ -1,0 +1,524 @@
+// The program cache: compiled executables keyed by the module's fingerprint, the backend, the
+// Kiln version and a hash of every option that changes generated code; kept in memory (LRU by
+// entry count) and on disk (runtime/cache_disk.ts: checksummed entries, atomic writes, LRU by
+// mtime within a byte budget). An entry stores the compiled module's proto next to the backend's
+// payload (unless it is the key's module itself), so a caller can key on the module before its
+// passes and hand them over as `prepare`: a hit, in memory or on disk, runs neither the passes
+// nor codegen. Disk failures never fail a compile: the cache warns once and carries on in
+// memory. KILN_LOGS=cache narrates hits, misses, writes, evictions and discards with reasons.
+
+import { createHash } from "node:crypto";
+import { readFileSync, type Stats } from "node:fs";
+import { homedir } from "node:os";
+import { isAbsolute, join } from "node:path";
+import { fingerprint } from "../ir/fingerprint.ts";
+import type { Module } from "../ir/module.ts";
+import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
+import { log } from "../util/log.ts";
+import { type Backend, type Executable, getBackend } from "./backend.ts";
+import {
+  DISCARD_REASONS,
+  type DiscardReason,
+  type DiskEntry,
+  DiskStore,
+  encodeEntry,
+  entryFileName,
+  errorCode,
+  FORMAT_VERSION,
+  keyText,
+  type ProgramKey,
+  type ReadResult,
+} from "./cache_disk.ts";
+
+export { DISCARD_REASONS, FORMAT_VERSION };
+export type { DiscardReason, DiskEntry, ProgramKey };
+
+function readKilnVersion(): string {
+  const text = readFileSync(new URL("../package.json", import.meta.url), "utf8");
+  const pkg: unknown = JSON.parse(text);
+  if (typeof pkg === "object" && pkg !== null && "version" in pkg) {
+    const v = (pkg as { version: unknown }).version;
+    if (typeof v === "string") return v;
+  }
+  throw new Error("Kiln's package.json has no version string; the program cache needs one");
+}
+
+/** The running Kiln's version: part of every cache key, so an upgrade never runs old code. */
+export const KILN_VERSION = readKilnVersion();
+
+/** The default disk budget. */
+export const DEFAULT_MAX_BYTES = 512 * 1024 * 1024;
+/** The default number of executables kept in memory. */
+export const DEFAULT_MAX_MEMORY_ENTRIES = 1024;
+
+/**
+ * The user's Kiln cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln (when absolute,
+ * as the XDG spec requires), else ~/.cache/kiln. Programs live in its `programs` folder.
+ */
+export function kilnCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const own = env["KILN_CACHE_DIR"];
+  if (own !== undefined && own !== "") return own;
+  const xdg = env["XDG_CACHE_HOME"];
+  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, "kiln");
+  return join(homedir(), ".cache", "kiln");
+}
+
+/** Where the default program cache keeps its entries. */
+export function defaultProgramDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(kilnCacheRoot(env), "programs");
+}
+
+// ---- Options hashing -------------------------------------------------------------------------
+
+/** The compile options that go into the key: plain data only (it is hashed, not interpreted). */
+export type CacheKeyOptions = Readonly<Record<string, unknown>>;
+
+// A canonical text for plain data: object keys sorted, undefined members dropped (an option
+// left out and an option set to undefined mean the same), -0, NaN and bigints kept distinct.
+function canonical(v: unknown, path: string, seen: Set<object>): string {
+  switch (typeof v) {
+    case "undefined":
+      return "undefined";
+    case "boolean":
+      return v ? "true" : "false";
+    case "number":
+      return Object.is(v, -0) ? "-0" : String(v);
+    case "bigint":
+      return `${v}n`;
+    case "string":
+      return JSON.stringify(v);
+    case "object": {
+      if (v === null) return "null";
+      if (seen.has(v)) throw new Error(`program cache: option '${path}' is cyclic`);
+      seen.add(v);
+      let out: string;
+      if (Array.isArray(v)) {
+        out = `[${v.map((x, i) => canonical(x, `${path}[${i}]`, seen)).join(",")}]`;
+      } else {
+        const proto: unknown = Object.getPrototypeOf(v);
+        if (proto !== Object.prototype && proto !== null) {
+          const what = (v as { constructor?: { name?: unknown } }).constructor?.name;
+          throw new Error(
+            `program cache: option '${path}' is a ${typeof what === "string" ? what : "class"} ` +
+              `instance; cache options must be plain data (objects, arrays, primitives)`,
+          );
+        }
+        const rec = v as Record<string, unknown>;
+        const parts = Object.keys(rec)
+          .filter((k) => rec[k] !== undefined)
+          .sort()
+          .map((k) => `${JSON.stringify(k)}:${canonical(rec[k], path ? `${path}.${k}` : k, seen)}`);
+        out = `{${parts.join(",")}}`;
+      }
+      seen.delete(v);
+      return out;
+    }
+    case "function":
+    case "symbol":
+      throw new Error(
+        `program cache: option '${path}' is a ${typeof v}; cache options must be plain data ` +
+          `(objects, arrays, primitives)`,
+      );
+    default:
+      // typeof has no other results today; unknown does not narrow to never, so say so plainly
+      throw new Error(`program cache: option '${path}' has an unsupported type ${typeof v}`);
+  }
+}
+
+/** A stable SHA-256 of an options record: equal for equal data, whatever the key order. */
+export function optionsHash(options: CacheKeyOptions): string {
+  return createHash("sha256").update(canonical(options, "", new Set())).digest("hex");
+}
+
+// ---- The cache -------------------------------------------------------------------------------
+
+export interface ProgramCacheOptions {
+  /** Keep executables in memory (default true). */
+  memory?: boolean;
+  /** Keep entries on disk: true for defaultProgramDir(), a directory, or false (default true). */
+  disk?: boolean | string;
+  /** The disk budget in bytes; least recently used entries go first (default 512 MiB). */
+  maxBytes?: number;
+  /** How many executables memory keeps, least recently used dropped first (default 1024). */
+  maxMemoryEntries?: number;
+  /** The version written into keys (default KILN_VERSION); tests use it to simulate upgrades. */
+  kilnVersion?: string;
+  /** Where disk problems are reported (default: process.emitWarning, code KILN_CACHE). */
+  onWarning?: (message: string) => void;
+}
+
+export type CacheHit = "memory" | "disk" | "miss";
+
+export interface CacheResult {
+  readonly executable: Executable;
+  readonly hit: CacheHit;
+  /** The full key (JSON text): Kiln version, backend, module fingerprint, options hash. */
+  readonly key: string;
+}
+
+export interface CacheStats {
+  memoryHits: number;
+  diskHits: number;
+  misses: number;
+  /** Entries written to disk. */
+  writes: number;
+  /** Disk entries deleted to stay within maxBytes. */
+  evictions: number;
+  /** Executables dropped from memory to stay within maxMemoryEntries. */
+  memoryEvictions: number;
+  /** Disk entries found bad and deleted, in all and by reason. */
+  discarded: number;
+  discardReasons: Record<DiscardReason, number>;
+}
+
+export interface CacheInfo {
+  readonly kilnVersion: string;
+  readonly formatVersion: number;
+  readonly memory: boolean;
+  readonly memoryEntries: number;
+  readonly maxMemoryEntries: number;
+  /** The entry directory, when disk caching was asked for (even if since turned off). */
+  readonly dir: string | undefined;
+  /** Whether the disk is in use now. */
+  readonly disk: boolean;
+  /** Why the disk is not in use, when it was asked for and failed. */
+  readonly diskDisabled: string | undefined;
+  readonly maxBytes: number;
+  readonly diskEntries: number;
+  readonly diskBytes: number;
+}
+
+function zeroReasons(): Record<DiscardReason, number> {
+  const r = {} as Record<DiscardReason, number>;
+  for (const reason of DISCARD_REASONS) r[reason] = 0;
+  return r;
+}
+
+function describeKey(key: ProgramKey): string {
+  return `${key.backend} ${key.fingerprint.slice(0, 12)} (options ${key.options.slice(0, 8)})`;
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export class ProgramCache {
+  readonly kilnVersion: string;
+  private readonly useMemory: boolean;
+  private readonly maxMemoryEntries: number;
+  private readonly maxBytes: number;
+  private readonly store: DiskStore | undefined;
+  private diskDisabled: string | undefined;
+  private readonly memoryMap = new Map<string, Executable>();
+  private readonly warned = new Set<string>();
+  private readonly warn: (message: string) => void;
+  private readonly counters: CacheStats = {
+    memoryHits: 0,
+    diskHits: 0,
+    misses: 0,
+    writes: 0,
+    evictions: 0,
+    memoryEvictions: 0,
+    discarded: 0,
+    discardReasons: zeroReasons(),
+  };
+
+  constructor(opts: ProgramCacheOptions = {}) {
+    this.kilnVersion = opts.kilnVersion ?? KILN_VERSION;
+    this.useMemory = opts.memory ?? true;
+    this.maxMemoryEntries = opts.maxMemoryEntries ?? DEFAULT_MAX_MEMORY_ENTRIES;
+    this.maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
+    if (!(this.maxBytes >= 0) || !(this.maxMemoryEntries >= 1)) {
+      throw new Error(
+        `ProgramCache: maxBytes must be >= 0 and maxMemoryEntries >= 1, got ` +
+          `${this.maxBytes} and ${this.maxMemoryEntries}`,
+      );
+    }
+    const disk = opts.disk ?? true;
+    const dir = disk === true ? defaultProgramDir() : disk === false ? undefined : disk;
+    this.store = dir !== undefined ? new DiskStore(dir, this.maxBytes) : undefined;
+    this.warn =
+      opts.onWarning ?? ((m: string) => process.emitWarning(m, { code: "KILN_CACHE" }));
+  }
+
+  /** Counters since construction (a copy). */
+  get stats(): CacheStats {
+    return { ...this.counters, discardReasons: { ...this.counters.discardReasons } };
+  }
+
+  /** The key `getOrCompile` would use, without compiling or touching the disk. */
+  keyFor(module: Module, backend: Backend | string, options: CacheKeyOptions = {}): ProgramKey {
+    const name = typeof backend === "string" ? getBackend(backend).name : backend.name;
+    return {
+      kiln: this.kilnVersion,
+      backend: name,
+      fingerprint: fingerprint(module),
+      options: optionsHash(options),
+    };
+  }
+
+  /**
+   * The executable for `module` on `backend`: from memory, from disk, or compiled (then stored).
+   * `options` are every setting that changes the generated code (the pass pipeline's options,
+   * backend flags); they are hashed into the key. `prepare`, run on a miss only, turns the
+   * module into the one the backend compiles (the pass pipeline); the key is the module before
+   * it, so a hit skips the passes too.
+   */
+  getOrCompile(
+    module: Module,
+    backend: Backend | string,
+    options: CacheKeyOptions = {},
+    prepare?: (module: Module) => Module,
+  ): CacheResult {
+    const b = typeof backend === "string" ? getBackend(backend) : backend;
+    const key = this.keyFor(module, b, options);
+    const text = keyText(key);
+
+    const inMemory = this.useMemory ? this.memoryMap.get(text) : undefined;
+    if (inMemory) {
+      this.memoryMap.delete(text);
+      this.memoryMap.set(text, inMemory);
+      this.counters.memoryHits++;
+      log("cache", () => `hit memory ${describeKey(key)}`);
+      return { executable: inMemory, hit: "memory", key: text };
+    }
+
+    const fromDisk = this.loadFromDisk(key, b, module);
+    if (fromDisk) {
+      this.remember(text, fromDisk);
+      this.counters.diskHits++;
+      return { executable: fromDisk, hit: "disk", key: text };
+    }
+
+    this.counters.misses++;
+    const t0 = performance.now();
+    const exe = b.compile(prepare ? prepare(module) : module);
+    const ms = performance.now() - t0;
+    log("cache", () => `miss ${describeKey(key)}: compiled in ${ms.toFixed(1)} ms`);
+    this.remember(text, exe);
+    this.saveToDisk(key, b, exe, module);
+    return { executable: exe, hit: "miss", key: text };
+  }
+
+  /**
+   * Stores an executable compiled elsewhere (an ahead-of-time build, a warm-up script) under
+   * the key of `module` and `options`, in memory and on disk, replacing what was there.
+   */
+  put(
+    module: Module,
+    backend: Backend | string,
+    executable: Executable,
+    options: CacheKeyOptions = {},
+  ): string {
+    const b = typeof backend === "string" ? getBackend(backend) : backend;
+    if (executable.backend !== b.name) {
+      throw new Error(
+        `ProgramCache.put: the executable is from backend '${executable.backend}', ` +
+          `not '${b.name}'`,
+      );
+    }
+    const key = this.keyFor(module, b, options);
+    const text = keyText(key);
+    this.remember(text, executable);
+    this.saveToDisk(key, b, executable, module);
+    return text;
+  }
+
+  /** The disk entries, most recently used first, with any problem their header shows. */
+  entries(): DiskEntry[] {
+    if (!this.store || this.diskDisabled !== undefined) return [];
+    try {
+      return this.store.list(this.kilnVersion);
+    } catch (e) {
+      this.disableDisk("cannot list", e);
+      return [];
+    }
+  }
+
+  /** Empties memory and deletes this cache's entry files; returns how many of each went. */
+  clear(): { memory: number; disk: number } {
+    const memory = this.memoryMap.size;
+    this.memoryMap.clear();
+    let disk = 0;
+    if (this.store && this.diskDisabled === undefined) {
+      try {
+        disk = this.store.clear();
+      } catch (e) {
+        this.disableDisk("cannot clear", e);
+      }
+    }
+    log("cache", `clear: ${memory} in memory, ${disk} on disk`);
+    return { memory, disk };
+  }
+
+  info(): CacheInfo {
+    let usage = { entries: 0, bytes: 0 };
+    if (this.store && this.diskDisabled === undefined) {
+      try {
+        usage = this.store.usage();
+      } catch (e) {
+        this.disableDisk("cannot read", e);
+      }
+    }
+    return {
+      kilnVersion: this.kilnVersion,
+      formatVersion: FORMAT_VERSION,
+      memory: this.useMemory,
+      memoryEntries: this.memoryMap.size,
+      maxMemoryEntries: this.maxMemoryEntries,
+      dir: this.store?.dir,
+      disk: this.store !== undefined && this.diskDisabled === undefined,
+      diskDisabled: this.diskDisabled,
+      maxBytes: this.maxBytes,
+      diskEntries: usage.entries,
+      diskBytes: usage.bytes,
+    };
+  }
+
+  private remember(text: string, exe: Executable): void {
+    if (!this.useMemory) return;
+    this.memoryMap.delete(text);
+    this.memoryMap.set(text, exe);
+    while (this.memoryMap.size > this.maxMemoryEntries) {
+      const oldest = this.memoryMap.keys().next().value;
+      if (oldest === undefined) break;
+      this.memoryMap.delete(oldest);
+      this.counters.memoryEvictions++;
+    }
+  }
+
+  private diskFor(b: Backend): DiskStore | undefined {
+    if (!this.store || this.diskDisabled !== undefined) return undefined;
+    if (!b.serialize || !b.deserialize) {
+      if (!this.warned.has(`noserialize:${b.name}`)) {
+        this.warned.add(`noserialize:${b.name}`);
+        log("cache", `backend '${b.name}' has no serialize/deserialize: memory only`);
+      }
+      return undefined;
+    }
+    return this.store;
+  }
+
+  private loadFromDisk(key: ProgramKey, b: Backend, keyModule: Module): Executable | undefined {
+    const store = this.diskFor(b);
+    if (!store || !b.deserialize) return undefined;
+    const name = entryFileName(key);
+    let r: ReadResult;
+    try {
+      r = store.read(name, key);
+    } catch (e) {
+      this.disableDisk("cannot read", e);
+      return undefined;
+    }
+    if (r.kind === "missing") return undefined;
+    if (r.kind === "bad") {
+      this.discard(store, name, r.stat, r.reason, r.detail);
+      return undefined;
+    }
+    let exe: Executable;
+    try {
+      // No module stored: the program was compiled from the key's module itself, which the
+      // caller holds (equal up to names, as the fingerprint matched), so skip decoding one.
+      const compiled = r.moduleProto.length === 0 ? keyModule : moduleFromProto(r.moduleProto);
+      exe = b.deserialize(compiled, r.payload);
+    } catch (e) {
+      // The bytes are what was written (the checksum matched), but this build cannot load them.
+      this.discard(store, name, r.stat, "undecodable", errText(e));
+      return undefined;
+    }
+    try {
+      store.touch(name);
+    } catch (e) {
+      this.disableDisk("cannot update", e);
+    }
+    log("cache", () => `hit disk ${describeKey(key)} ${store.path(name)}`);
+    return exe;
+  }
+
+  private discard(
+    store: DiskStore,
+    name: string,
+    stat: Stats,
+    reason: DiscardReason,
+    detail: string,
+  ): void {
+    this.counters.discarded++;
+    this.counters.discardReasons[reason]++;
+    log("cache", `discard ${store.path(name)}: ${reason}: ${detail}`);
+    try {
+      store.discard(name, stat);
+    } catch (e) {
+      this.disableDisk("cannot delete a bad entry in", e);
+    }
+  }
+
+  private saveToDisk(key: ProgramKey, b: Backend, exe: Executable, keyModule: Module): void {
+    const store = this.diskFor(b);
+    if (!store || !b.serialize) return;
+    let bytes: Uint8Array;
+    try {
+      // An empty module proto is no valid module (it has no entry), so it can mean "the key's".
+      const moduleBytes = exe.module === keyModule ? new Uint8Array(0) : moduleToProto(exe.module);
+      bytes = encodeEntry(keyText(key), moduleBytes, b.serialize(exe));
+    } catch (e) {
+      // A program the backend cannot serialize still runs; it just is not kept on disk.
+      const what = `serialize:${b.name}`;
+      if (!this.warned.has(what)) {
+        this.warned.add(what);
+        this.warn(`Kiln program cache: cannot serialize a '${b.name}' program for the disk ` +
+          `cache (${errText(e)}); such programs are cached in memory only`);
+      }
+      return;
+    }
+    const name = entryFileName(key);
+    if (bytes.length > this.maxBytes) {
+      log("cache", `skip write ${describeKey(key)}: ${bytes.length} bytes > ${this.maxBytes}`);
+      return;
+    }
+    try {
+      store.write(name, bytes);
+      this.counters.writes++;
+      log("cache", () => `write ${store.path(name)} (${bytes.length} bytes)`);
+      for (const gone of store.evict(name)) {
+        this.counters.evictions++;
+        log("cache", `evict ${store.path(gone)} (least recently used, over ${this.maxBytes} B)`);
+      }
+    } catch (e) {
+      this.disableDisk("cannot write", e);
+    }
+  }
+
+  private disableDisk(what: string, e: unknown): void {
+    const dir = this.store?.dir ?? "?";
+    const code = errorCode(e);
+    this.diskDisabled = `${what} ${dir}: ${code !== undefined ? `${code}: ` : ""}${errText(e)}`;
+    log("cache", `disk off: ${this.diskDisabled}`);
+    if (!this.warned.has("disk")) {
+      this.warned.add("disk");
+      this.warn(
+        `Kiln program cache: ${this.diskDisabled}; caching in memory only for this process ` +
+          `(set KILN_CACHE_DIR to a writable directory, or turn the disk cache off)`,
+      );
+    }
+  }
+}
+
+let defaultCache: ProgramCache | undefined;
+
+/**
+ * The process-wide cache: memory plus disk at defaultProgramDir(); KILN_CACHE_DISK=0 (or off,
+ * false) keeps it in memory.
+ */
+export function defaultProgramCache(): ProgramCache {
+  if (!defaultCache) {
+    const flag = (process.env["KILN_CACHE_DISK"] ?? "").toLowerCase();
+    const diskOff = flag === "0" || flag === "off" || flag === "false";
+    defaultCache = new ProgramCache({ disk: !diskOff });
+  }
+  return defaultCache;
+}
+
+/** Replaces the process-wide cache (the CLI and tests); undefined rebuilds it on next use. */
+export function setDefaultProgramCache(cache: ProgramCache | undefined): void {
+  defaultCache = cache;
+}
