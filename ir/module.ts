@@ -192,7 +192,9 @@ export class Computation {
 
   /** Removes an instruction that nothing uses and that is not the root. */
   removeInstruction(instr: Instruction): void {
-    if (instr.parent !== this) throw new Error(`'${instr.name}' is not in '${this.name}'`);
+    if (instr.parent !== this || !this.list.includes(instr)) {
+      throw new Error(`'${instr.name}' is not in '${this.name}' (removed already?)`);
+    }
     if (instr.users.length > 0) {
       throw new Error(
         `cannot remove '${instr.name}': used by ${instr.users.map((u) => `'${u.name}'`).join(", ")}`,
@@ -204,6 +206,37 @@ export class Computation {
     instr.dropOperands();
     this.list.splice(this.list.indexOf(instr), 1);
     this.parent.releaseName(instr.name);
+  }
+
+  /**
+   * Removes many unused instructions at once in O(n): each must be in this computation, not the
+   * ROOT, and used only by other instructions of the same batch.
+   */
+  removeInstructions(batch: Iterable<Instruction>): void {
+    const dead = new Set(batch);
+    for (const i of dead) {
+      if (i.parent !== this) throw new Error(`'${i.name}' is not in '${this.name}'`);
+      if (i === this.root) {
+        throw new Error(`cannot remove '${i.name}': it is the ROOT of '${this.name}'`);
+      }
+      const live = i.users.filter((u) => !dead.has(u));
+      if (live.length > 0) {
+        throw new Error(
+          `cannot remove '${i.name}': used by ${live.map((u) => `'${u.name}'`).join(", ")}`,
+        );
+      }
+    }
+    const before = this.list.length;
+    const kept = this.list.filter((i) => !dead.has(i));
+    if (before - kept.length !== dead.size) {
+      throw new Error(`removeInstructions: some instructions are not in '${this.name}'`);
+    }
+    if (!this.rootInstr) this.rootInstr = this.root;
+    for (const i of dead) {
+      i.dropOperands();
+      this.parent.releaseName(i.name);
+    }
+    this.list.splice(0, this.list.length, ...kept);
   }
 
   /**

@@ -60,3 +60,35 @@ ENTRY %main (x: f32[2]) -> (f32[2], f32[2]) {
     expect(() => literal("s64", [1], [2 ** 60])).toThrow(/beyond Number.MAX_SAFE_INTEGER/);
   });
 });
+
+describe("Computation edits", () => {
+  const text = `HloModule e
+ENTRY %main (x: f32[2]) -> f32[2] {
+  %x = f32[2] parameter(0)
+  %dead_a = f32[2] exponential(%x)
+  %dead_b = f32[2] negate(%dead_a)
+  ROOT %keep = f32[2] abs(%x)
+}`;
+
+  it("removing an instruction twice is an error, not the loss of another one", () => {
+    const m = parseHlo(text);
+    const c = m.entry;
+    const b = c.instructions.find((i) => i.name === "dead_b")!;
+    c.removeInstruction(b);
+    expect(() => c.removeInstruction(b)).toThrow(/removed already/);
+    expect(c.root.name).toBe("keep");
+    expect(c.instructions.map((i) => i.name)).toEqual(["x", "dead_a", "keep"]);
+  });
+
+  it("removeInstructions drops a dead chain at once and keeps the ROOT", () => {
+    const m = parseHlo(text);
+    const c = m.entry;
+    const dead = c.instructions.filter((i) => i.name.startsWith("dead_"));
+    c.removeInstructions(dead);
+    expect(c.instructions.map((i) => i.name)).toEqual(["x", "keep"]);
+    expect(c.root.name).toBe("keep");
+    expect(m.hasName("dead_a")).toBe(false);
+    verifyModule(m);
+    expect(() => c.removeInstructions([c.instructions[0]!])).toThrow(/used by 'keep'/);
+  });
+});

@@ -1,0 +1,21 @@
+// The passes/ public surface: the Pass interface, the pipeline (fixpoint groups, verification,
+// dumps, timing), the default pipeline with its extension point for later stages, and the
+// simplification passes (algebraic simplifier, constant folding, CSE, DCE).
+
+export type { Pass } from "./pass.ts";
+export {
+  defaultPipeline,
+  fixpoint,
+  PassError,
+  Pipeline,
+  simplificationGroup,
+  type FixpointGroup,
+  type PassReport,
+  type PipelineItem,
+  type PipelineOptions,
+} from "./pipeline.ts";
+export { AlgebraicSimplifier, type AlgebraicSimplifierOptions } from "./simplify.ts";
+export { RULES, type Rewrite, type Rule } from "./simplify_rules.ts";
+export { ConstantFolding, type ConstantFoldingOptions } from "./constant_fold.ts";
+export { CSE, type CSEOptions } from "./cse.ts";
+export { DCE } from "./dce.ts";
