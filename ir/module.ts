@@ -184,7 +184,7 @@ export class Computation {
   /** Appends an instruction (no shape inference: the spec's shape is taken as given). */
   addInstruction(spec: InstructionSpec): Instruction {
     const name = spec.name ?? this.parent.uniqueName(spec.opcode);
-    if (spec.name !== undefined) this.parent.claimName(spec.name);
+    this.parent.claimName(name);
     const instr = new Instruction(this, this.parent.nextId(), name, spec);
     this.list.push(instr);
     return instr;
@@ -336,7 +336,10 @@ export class Module {
     return this.idCounter++;
   }
 
-  /** A module-unique instruction name `base.N` (XLA's naming). */
+  /**
+   * An unused instruction name `base.N` (XLA's naming). It is not reserved: pass it to
+   * addInstruction (which claims it) before asking for another.
+   */
   uniqueName(base: string): string {
     let k = this.nameCounters.get(base) ?? 0;
     let n: string;
@@ -345,7 +348,6 @@ export class Module {
       n = `${base}.${k}`;
     } while (this.names.has(n));
     this.nameCounters.set(base, k);
-    this.names.add(n);
     return n;
   }
 

@@ -19,3 +19,33 @@ export { RULES, type Rewrite, type Rule } from "./simplify_rules.ts";
 export { ConstantFolding, type ConstantFoldingOptions } from "./constant_fold.ts";
 export { CSE, type CSEOptions } from "./cse.ts";
 export { DCE } from "./dce.ts";
+export {
+  describeRecord,
+  explainFusion,
+  formatFusionSummary,
+  fuseElementwise,
+  fuseOutput,
+  fuseReductions,
+  FusionPass,
+  fusionPasses,
+  fusionSummary,
+  type Decision,
+  type FusionRecord,
+  type FusionSummary,
+  type KernelInfo,
+} from "./fuse.ts";
+export {
+  assignBuffers,
+  assignComputationBuffers,
+  BufferAssignment,
+  type BufferOptions,
+  type LogicalBuffer,
+} from "./buffers.ts";
+
+import { fusionPasses as allFusionPasses } from "./fuse.ts";
+import { defaultPipeline as simplifyPipeline, type Pipeline, type PipelineOptions } from "./pipeline.ts";
+
+/** The full optimization pipeline for compiled programs: simplify/CSE/DCE, then fusion. */
+export function optimizationPipeline(options: PipelineOptions = {}): Pipeline {
+  return simplifyPipeline(options, allFusionPasses());
+}

@@ -92,3 +92,26 @@ ENTRY %main (x: f32[2]) -> f32[2] {
     expect(() => c.removeInstructions([c.instructions[0]!])).toThrow(/used by 'keep'/);
   });
 });
+
+describe("Module.uniqueName", () => {
+  it("gives a name that addInstruction accepts, and never the same name twice", () => {
+    const m = parseHlo(`HloModule u
+ENTRY %main (x: f32[2]) -> f32[2] {
+  %x = f32[2] parameter(0)
+  ROOT %negate.1 = f32[2] negate(%x)
+}`);
+    const name = m.uniqueName("negate");
+    expect(name).toBe("negate.2");
+    expect(m.uniqueName("negate")).toBe("negate.3");
+    const c = m.entry;
+    const added = c.addInstruction({
+      opcode: "negate",
+      shape: c.root.shape,
+      operands: [c.root],
+      name,
+    });
+    expect(added.name).toBe("negate.2");
+    expect(c.addInstruction({ opcode: "negate", shape: c.root.shape, operands: [added] }).name)
+      .toBe("negate.4");
+  });
+});
