@@ -43,7 +43,11 @@ export {
 } from "./buffers.ts";
 
 import { fusionPasses as allFusionPasses } from "./fuse.ts";
-import { defaultPipeline as simplifyPipeline, type Pipeline, type PipelineOptions } from "./pipeline.ts";
+import {
+  defaultPipeline as simplifyPipeline,
+  type Pipeline,
+  type PipelineOptions,
+} from "./pipeline.ts";
 
 /** The full optimization pipeline for compiled programs: simplify/CSE/DCE, then fusion. */
 export function optimizationPipeline(options: PipelineOptions = {}): Pipeline {
