@@ -1,7 +1,7 @@
-// Kiln's public entry point. Today it exports the IR layer: shapes and literals, the builder,
-// the HLO text printer and parser, the verifier, the reference evaluator, the protobuf form and
-// module fingerprints. The tensor frontend, compile() and the runtime will be exported from here
-// as they land.
+// Kiln's public entry point: the IR layer (shapes and literals, the builder, the HLO text
+// printer and parser, the verifier, the reference evaluator, the protobuf form, fingerprints)
+// and the tensor frontend (Tensor, ops, nn). compile() and the runtime controls join as they
+// land.
 
 export {
   ELEMENT_TYPES,
@@ -51,3 +51,8 @@ export {
 export { moduleToProto, moduleFromProto } from "./ir/proto.ts";
 export { fingerprint, canonicalText } from "./ir/fingerprint.ts";
 export { ShapeError, ParseError, VerifyError, ProtoError, EvalError } from "./ir/errors.ts";
+
+// ---- Tensor frontend (tensor/): Tensor, dtypes, creation, random, ops (`ops` namespace plus
+// the common ones at top level), nn, and the dispatcher's controls. tensor/index.ts decides
+// what is public there.
+export * from "./tensor/index.ts";

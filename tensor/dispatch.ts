@@ -1,0 +1,432 @@
+// The one dispatcher every frontend op goes through. An op is defined once: as a LOWERING
+// (`lower(b, inputs, attrs)` appends the op's IR to a builder, given IR values for its operands)
+// or as a DECOMPOSITION (a plain function of Tensors calling other ops). A call parses its
+// arguments (tensor/args.ts), splits them into operands (tensors and JS scalars, which become IR
+// parameters) and attributes (part of the program), and hands a lowering to the current
+// DispatchMode. The eager mode, the only one today, builds a one-op module, compiles it through
+// the runtime's Backend once per (op, operand dtypes and shapes, attributes, backend) and runs
+// it (a backend that declines a module with UnsupportedError leaves it to the interpreter);
+// lazy mode and tracing will be other modes reusing `lowerOp`, so an op never needs to know
+// how it is executed. Every instruction a lowering makes records the op in metadata.opType.
+
+import type { Metadata } from "../ir/attributes.ts";
+import { type ComputationBuilder, ModuleBuilder } from "../ir/builder.ts";
+import { ShapeError } from "../ir/errors.ts";
+import type { EvalValue } from "../ir/evaluate.ts";
+import {
+  bf16BitsToNumber,
+  f16BitsToNumber,
+  f32ToBF16Bits,
+  f32ToF16Bits,
+  Literal,
+  type LiteralData,
+  scalarLiteral,
+} from "../ir/literal.ts";
+import type { Instruction } from "../ir/module.ts";
+import { arrayShape, shapeToString } from "../ir/shape.ts";
+import {
+  getBackend,
+  interpreterBackend,
+  single,
+  UnsupportedError,
+  type Backend,
+  type Executable,
+} from "../runtime/index.ts";
+import { log } from "../util/log.ts";
+import {
+  type AnyParam,
+  type ArgsOf,
+  type AttrsOf,
+  type CallForms,
+  parseArgs,
+  type Tail,
+} from "./args.ts";
+import {
+  fromElementType,
+  isIntScalar,
+  type Scalar,
+  scalarDType,
+  type Storage,
+  toElementType,
+} from "./dtype.ts";
+import { OpError } from "./errors.ts";
+import { markScalarOperand, scalarParameterShape } from "./lower.ts";
+import { ConcreteImpl, Tensor } from "./tensor.ts";
+
+/** A runtime operand of an op: a tensor, or a JS scalar taking part as a wrapped number. */
+export type Operand = Tensor | Scalar;
+
+/** Attributes as a mode sees them: the parsed non-operand arguments by name. */
+export type Attrs = Readonly<Record<string, unknown>>;
+
+/** An op defined by its lowering to IR, with its types erased (what modes receive). */
+export interface Lowering {
+  readonly kind: "lowering";
+  readonly name: string;
+  readonly signature: readonly AnyParam[];
+  /** Checks and rewrites the parsed arguments (operands included) before anything else. */
+  normalize?(args: Attrs): Attrs;
+  lower(b: ComputationBuilder, inputs: Instruction[], attrs: Attrs): Instruction | Instruction[];
+}
+
+/** An op defined by other ops. */
+export interface Decomposition {
+  readonly kind: "decomposition";
+  readonly name: string;
+  readonly signature: readonly AnyParam[];
+  decompose(args: Attrs): Tensor | Tensor[];
+}
+
+export type OpDefinition = Lowering | Decomposition;
+
+/** How lowered ops execute: eager (now), lazy and tracing (later). */
+export interface DispatchMode {
+  readonly name: string;
+  /**
+   * Runs `op` on its operands (in signature order; a list parameter contributes its elements,
+   * an optional operand not given is absent). A lowering that returns several values gives an
+   * array of tensors.
+   */
+  run(op: Lowering, operands: readonly Operand[], attrs: Attrs): Tensor | Tensor[];
+}
+
+/**
+ * Appends `op`'s lowering to `b`. Every instruction it makes gets metadata.opType = op.name
+ * (plus `metadata`, e.g. a traced source location); an IR ShapeError that escapes the lowering
+ * becomes an OpError naming the op and its input shapes.
+ */
+export function lowerOp(
+  b: ComputationBuilder,
+  op: Lowering,
+  inputs: Instruction[],
+  attrs: Attrs,
+  metadata: Metadata = {},
+): Instruction | Instruction[] {
+  try {
+    return b.withMetadata({ ...metadata, opType: op.name }, () => op.lower(b, inputs, attrs));
+  } catch (e) {
+    if (e instanceof ShapeError) {
+      const shapes = inputs.map((x) => shapeToString(x.shape, false)).join(", ");
+      throw new OpError(op.name, `cannot lower for inputs (${shapes}): ${e.message}`, {
+        cause: e,
+      });
+    }
+    throw e;
+  }
+}
+
+// ---- Modes ----------------------------------------------------------------------------------
+
+let mode: DispatchMode;
+
+export function currentMode(): DispatchMode {
+  return mode;
+}
+
+/** Runs `fn` with `m` as the dispatch mode, restoring the previous one afterwards. */
+export function withMode<T>(m: DispatchMode, fn: () => T): T {
+  const saved = mode;
+  mode = m;
+  try {
+    return fn();
+  } finally {
+    mode = saved;
+  }
+}
+
+// ---- Eager mode: one-op programs, cached ------------------------------------------------------
+
+interface CacheEntry {
+  readonly exe: Executable;
+  readonly tuple: boolean;
+}
+
+const cache = new Map<string, CacheEntry>();
+const counters = { hits: 0, misses: 0, evictions: 0 };
+let capacity = 4096;
+let eagerBackend: string | undefined;
+
+export interface OpCacheStats {
+  readonly hits: number;
+  readonly misses: number;
+  readonly evictions: number;
+  readonly size: number;
+  readonly capacity: number;
+}
+
+/** Hits, misses and evictions of the eager op cache since the last reset. */
+export function opCacheStats(): OpCacheStats {
+  return { ...counters, size: cache.size, capacity };
+}
+
+/** Empties the eager op cache and zeroes its counters. */
+export function resetOpCache(): void {
+  cache.clear();
+  counters.hits = 0;
+  counters.misses = 0;
+  counters.evictions = 0;
+}
+
+/** Entries kept (least recently used evicted first). */
+export function setOpCacheCapacity(n: number): void {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`op cache capacity must be >= 1, got ${n}`);
+  capacity = n;
+  evict();
+}
+
+/** The backend eager ops run on: a registered name, or undefined for the default. */
+export function setEagerBackend(name: string | undefined): void {
+  if (name !== undefined) getBackend(name); // fails now, naming the registered ones
+  eagerBackend = name;
+}
+
+function evict(): void {
+  while (cache.size > capacity) {
+    const oldest = cache.keys().next().value as string;
+    cache.delete(oldest);
+    counters.evictions++;
+  }
+}
+
+/** A cache key fragment for an attribute value (stable, distinguishing -0, NaN, bigints). */
+function keyOf(v: unknown): string {
+  switch (typeof v) {
+    case "number":
+      return Object.is(v, -0) ? "-0" : String(v);
+    case "bigint":
+      return `${v}n`;
+    case "string":
+      return JSON.stringify(v);
+    case "boolean":
+      return v ? "T" : "F";
+    case "undefined":
+      return "_";
+    default:
+      if (v === null) return "null";
+      if (Array.isArray(v)) return `[${v.map(keyOf).join(",")}]`;
+      if (v instanceof Tensor) throw new Error(`a Tensor cannot be an attribute`);
+      if (typeof v === "object") {
+        const o = v as Record<string, unknown>;
+        return `{${Object.keys(o)
+          .sort()
+          .map((k) => `${k}:${keyOf(o[k])}`)
+          .join(",")}}`;
+      }
+      throw new Error(`an attribute cannot be ${typeof v}`);
+  }
+}
+
+function operandKey(o: Operand): string {
+  if (o instanceof Tensor) return `${o.dtype}[${o.shape.join(",")}]`;
+  return `#${scalarDType(o)}`;
+}
+
+/** An IR parameter for an operand: the tensor's shape, or a marked zero-dim wrapped number. */
+export function operandParameter(b: ComputationBuilder, o: Operand): Instruction {
+  if (o instanceof Tensor) return b.parameter(arrayShape(toElementType(o.dtype), o.shape));
+  return markScalarOperand(b.parameter(scalarParameterShape(scalarDType(o))));
+}
+
+/** The literal an operand is passed as (float16/bfloat16 decoded from their bits). */
+export function operandLiteral(o: Operand): Literal {
+  if (!(o instanceof Tensor)) {
+    const dtype = scalarDType(o);
+    const v = typeof o === "number" && dtype === "int64" && isIntScalar(o) ? BigInt(o) : o;
+    return scalarLiteral(toElementType(dtype), v);
+  }
+  const { dtype, shape, storage } = o.realize();
+  let data: LiteralData;
+  if (dtype === "float16") data = Float32Array.from(storage as Uint16Array, f16BitsToNumber);
+  else if (dtype === "bfloat16") data = Float32Array.from(storage as Uint16Array, bf16BitsToNumber);
+  else data = storage as LiteralData;
+  return new Literal(toElementType(dtype), shape, data);
+}
+
+/** A tensor holding a result literal (float16/bfloat16 encoded to bits). */
+export function tensorFromLiteral(lit: Literal): Tensor {
+  const dtype = fromElementType(lit.type);
+  let storage: Storage;
+  if (dtype === "float16" || dtype === "bfloat16") {
+    const encode = dtype === "float16" ? f32ToF16Bits : f32ToBF16Bits;
+    storage = Uint16Array.from(lit.data as Float32Array, encode);
+  } else {
+    storage = lit.data;
+  }
+  return new Tensor(new ConcreteImpl(dtype, lit.dims, storage));
+}
+
+function compile(
+  op: Lowering,
+  operands: readonly Operand[],
+  attrs: Attrs,
+  backend: Backend,
+): CacheEntry {
+  const mb = new ModuleBuilder(op.name);
+  let tuple = false;
+  mb.entry("main", (b) => {
+    const params = operands.map((o) => operandParameter(b, o));
+    const r = lowerOp(b, op, params, attrs);
+    if (!Array.isArray(r)) return r;
+    tuple = true;
+    return b.tuple(r);
+  });
+  const module = mb.build();
+  try {
+    return { exe: backend.compile(module), tuple };
+  } catch (e) {
+    // The interpreter runs every opcode; a faster backend may decline a module.
+    if (!(e instanceof UnsupportedError) || backend.name === interpreterBackend.name) throw e;
+    log("cache", () => `eager: ${op.name} falls back to the interpreter: ${e.message}`);
+    return { exe: interpreterBackend.compile(module), tuple };
+  }
+}
+
+export const eagerMode: DispatchMode = {
+  name: "eager",
+  run(op, operands, attrs) {
+    const backend = getBackend(eagerBackend);
+    let key = `${op.name}|${backend.name}|`;
+    for (const o of operands) key += `${operandKey(o)};`;
+    key += "|";
+    for (const p of op.signature) if (p.role === "none") key += `${keyOf(attrs[p.name])};`;
+    let entry = cache.get(key);
+    if (entry) {
+      counters.hits++;
+      cache.delete(key); // re-inserted below: Map order is the LRU order
+    } else {
+      counters.misses++;
+      entry = compile(op, operands, attrs, backend);
+      log("cache", () => `eager miss: ${key}`);
+    }
+    cache.set(key, entry);
+    evict();
+    const out: EvalValue = entry.exe.run(operands.map(operandLiteral));
+    if (!entry.tuple) return tensorFromLiteral(single(out));
+    if (!Array.isArray(out)) throw new Error(`${op.name}: expected a tuple result`);
+    return out.map((v) => tensorFromLiteral(single(v)));
+  },
+};
+
+mode = eagerMode;
+
+// ---- Defining ops ---------------------------------------------------------------------------
+
+/** A callable op: the functional form, with its definition and signature attached. */
+export interface OpFunction<Ps extends readonly AnyParam[], Out> {
+  (...args: CallForms<Ps>): Out;
+  readonly opName: string;
+  readonly signature: Ps;
+  readonly definition: OpDefinition;
+}
+
+/** The method form of an op (the first parameter is `this`). */
+export type MethodOf<F> =
+  F extends OpFunction<infer Ps, infer Out> ? (...args: CallForms<Tail<Ps>>) => Out : never;
+
+const registry = new Map<string, OpDefinition>();
+
+/** Every defined op by name (lowerings and decompositions). */
+export function registeredOps(): ReadonlyMap<string, OpDefinition> {
+  return registry;
+}
+
+function register(def: OpDefinition): void {
+  if (registry.has(def.name)) throw new Error(`op '${def.name}' is defined twice`);
+  registry.set(def.name, def);
+}
+
+/** Parses a call and runs it: lowerings through the current mode, decompositions directly. */
+export function callOp(def: OpDefinition, raw: readonly unknown[]): Tensor | Tensor[] {
+  const parsed = parseArgs(def.name, def.signature, raw) as Attrs;
+  if (def.kind === "decomposition") return def.decompose(parsed);
+  const args = def.normalize ? def.normalize(parsed) : parsed;
+  const operands: Operand[] = [];
+  const attrs: Record<string, unknown> = {};
+  for (const p of def.signature) {
+    const v = args[p.name];
+    switch (p.role) {
+      case "none":
+        attrs[p.name] = v;
+        break;
+      case "tensor":
+      case "tensorOrScalar":
+      case "scalar":
+        if (v !== undefined) operands.push(v as Operand);
+        break;
+      case "tensors":
+        if (v !== undefined) operands.push(...(v as Tensor[]));
+        break;
+      default: {
+        const never: never = p.role;
+        throw new Error(`unknown operand role ${String(never)}`);
+      }
+    }
+  }
+  return mode.run(def, operands, attrs);
+}
+
+function callable<Ps extends readonly AnyParam[], Out>(def: OpDefinition, signature: Ps) {
+  const fn = (...args: unknown[]) => callOp(def, args);
+  return Object.assign(fn, {
+    opName: def.name,
+    signature,
+    definition: def,
+  }) as unknown as OpFunction<Ps, Out>;
+}
+
+/**
+ * Defines an op by its lowering. `normalize` (optional) checks and rewrites the parsed
+ * arguments before they key the cache (e.g. arange's defaults); `lower` gets IR values for the
+ * operands in signature order and the attributes, and returns the result (an array for several).
+ */
+export function defineOp<
+  const Ps extends readonly AnyParam[],
+  R extends Instruction | Instruction[],
+>(def: {
+  name: string;
+  signature: Ps;
+  normalize?: (args: ArgsOf<Ps>) => ArgsOf<Ps>;
+  lower: (b: ComputationBuilder, inputs: Instruction[], attrs: AttrsOf<Ps>) => R;
+}): OpFunction<Ps, R extends Instruction[] ? Tensor[] : Tensor> {
+  const lowering: Lowering = {
+    kind: "lowering",
+    name: def.name,
+    signature: def.signature,
+    lower: def.lower as unknown as Lowering["lower"],
+    ...(def.normalize ? { normalize: def.normalize as unknown as Lowering["normalize"] } : {}),
+  };
+  register(lowering);
+  return callable(lowering, def.signature);
+}
+
+/** Defines an op as a function of other ops. */
+export function defineDecomposition<
+  const Ps extends readonly AnyParam[],
+  R extends Tensor | Tensor[],
+>(def: { name: string; signature: Ps; decompose: (args: ArgsOf<Ps>) => R }): OpFunction<Ps, R> {
+  const d: Decomposition = {
+    kind: "decomposition",
+    name: def.name,
+    signature: def.signature,
+    decompose: def.decompose as unknown as Decomposition["decompose"],
+  };
+  register(d);
+  return callable(d, def.signature);
+}
+
+/** Installs `x.name(...)` for each op, forwarding to the functional form with x first. */
+export function installMethods(ops: Readonly<Record<string, (...args: never[]) => unknown>>) {
+  for (const [name, fn] of Object.entries(ops)) {
+    if (Object.prototype.hasOwnProperty.call(Tensor.prototype, name)) {
+      throw new Error(`Tensor.${name} is already defined`);
+    }
+    const f = fn as (...args: unknown[]) => unknown;
+    Object.defineProperty(Tensor.prototype, name, {
+      value: function (this: Tensor, ...rest: unknown[]) {
+        return f(this, ...rest);
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
+}

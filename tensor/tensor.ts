@@ -1,0 +1,256 @@
+// The Tensor: a dtype, a shape and a value held through `impl`. Today every impl is concrete
+// (a typed-array Storage); lazy mode and tracing will add impls whose value is a pending or
+// symbolic node, realized through a registered Realizer when the value is observed (`item()`,
+// `toArray()`, `data()`, `toString()`). Tensors are immutable values: ops return new tensors
+// and never write into an input's storage, so results may share storage with inputs safely.
+// The op methods (`x.add(y)`, `x.sum(1)`) are not declared here: each op module installs its
+// own methods and declares them by augmenting this class (see tensor/README.md), so the op
+// library grows without touching this file.
+
+import { inspect } from "node:util";
+import { bf16BitsToNumber, f16BitsToNumber } from "../ir/literal.ts";
+import { type DType, isFloatingDType, type Storage, storageCtor } from "./dtype.ts";
+import { OpError } from "./errors.ts";
+import { formatTensor } from "./format.ts";
+import { normalizeDim, numelOf, shapeString } from "./shape.ts";
+
+/** Where a Tensor's value lives. `kind` says which; only "concrete" exists today. */
+export interface TensorImpl {
+  readonly kind: string;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+}
+
+/** A value held in memory: `storage` in row-major order, typed per dtype (dtype.ts). */
+export class ConcreteImpl implements TensorImpl {
+  readonly kind = "concrete";
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly storage: Storage;
+
+  constructor(dtype: DType, shape: readonly number[], storage: Storage) {
+    for (const [i, d] of shape.entries()) {
+      if (!Number.isInteger(d) || d < 0) {
+        throw new Error(`tensor shape ${shapeString(shape)}: dim ${i} must be an integer >= 0`);
+      }
+    }
+    const ctor = storageCtor(dtype);
+    if (!(storage instanceof ctor)) {
+      throw new Error(
+        `a ${dtype} tensor is stored in a ${ctor.name}, got ${storage.constructor.name}`,
+      );
+    }
+    const n = numelOf(shape);
+    if (storage.length !== n) {
+      throw new Error(
+        `a tensor of shape ${shapeString(shape)} needs ${n} elements, got ${storage.length}`,
+      );
+    }
+    this.dtype = dtype;
+    this.shape = Object.freeze([...shape]);
+    this.storage = storage;
+  }
+}
+
+/** Turns a deferred impl (lazy, symbolic) into a concrete one by running what it stands for. */
+export type Realizer = (impl: TensorImpl) => ConcreteImpl;
+
+const realizers = new Map<string, Realizer>();
+
+/** Lazy mode and tracing register how their impls are realized. */
+export function registerRealizer(kind: string, realize: Realizer): void {
+  if (kind === "concrete") throw new Error(`the concrete impl needs no realizer`);
+  realizers.set(kind, realize);
+}
+
+/** Values as nested arrays; a zero-dim tensor gives its one value. */
+export type NestedArray<T> = T | NestedArray<T>[];
+
+export interface ToArrayOptions {
+  /** int64 values as bigints (exact); without it they are numbers, an error when unsafe. */
+  bigint?: boolean;
+}
+
+export class Tensor {
+  /** The value (internal to the frontend and the runtime; ops read it, users should not). */
+  impl: TensorImpl;
+
+  constructor(impl: TensorImpl) {
+    this.impl = impl;
+  }
+
+  get dtype(): DType {
+    return this.impl.dtype;
+  }
+
+  /** The sizes of the dims (a frozen array). */
+  get shape(): readonly number[] {
+    return this.impl.shape;
+  }
+
+  get ndim(): number {
+    return this.impl.shape.length;
+  }
+
+  /** Same as ndim (PyTorch's `dim()`). */
+  dim(): number {
+    return this.impl.shape.length;
+  }
+
+  /** Number of elements. */
+  numel(): number {
+    return numelOf(this.impl.shape);
+  }
+
+  /** The shape, or the size of one dim (negative dims count from the end). */
+  size(): readonly number[];
+  size(dim: number): number;
+  size(dim?: number): number | readonly number[] {
+    if (dim === undefined) return this.shape;
+    return this.shape[normalizeDim("size", dim, this.ndim)]!;
+  }
+
+  isFloatingPoint(): boolean {
+    return isFloatingDType(this.dtype);
+  }
+
+  /** The value in memory, running whatever a deferred impl stands for (then keeping it). */
+  realize(): ConcreteImpl {
+    const impl = this.impl;
+    if (impl instanceof ConcreteImpl) return impl;
+    const realizer = realizers.get(impl.kind);
+    if (!realizer) throw new Error(`no realizer is registered for '${impl.kind}' tensors`);
+    const concrete = realizer(impl);
+    this.impl = concrete;
+    return concrete;
+  }
+
+  /**
+   * The one element of a one-element tensor: a number (a boolean for bool). An int64 value is
+   * a number when it is a safe integer (|v| < 2^53) and an error otherwise, unless
+   * `{ bigint: true }` asks for a bigint (always, for int64).
+   */
+  item(): number | boolean;
+  item(options: ToArrayOptions): number | boolean | bigint;
+  item(options: ToArrayOptions = {}): number | boolean | bigint {
+    const n = this.numel();
+    if (n !== 1) {
+      throw new OpError("item", `a tensor with ${n} elements cannot be converted to a scalar`);
+    }
+    return this.reader("item", options)(0);
+  }
+
+  /**
+   * Nested arrays of values (a zero-dim tensor gives its value): numbers, booleans for bool;
+   * int64 as item() says.
+   */
+  toArray(): NestedArray<number | boolean>;
+  toArray(options: ToArrayOptions): NestedArray<number | boolean | bigint>;
+  toArray(options: ToArrayOptions = {}): NestedArray<number | boolean | bigint> {
+    const read = this.reader("toArray", options);
+    const shape = this.shape;
+    if (shape.length === 0) return read(0);
+    const build = (
+      dim: number,
+      offset: number,
+      stride: number,
+    ): NestedArray<number | boolean | bigint>[] => {
+      const size = shape[dim]!;
+      const inner = size === 0 ? 0 : stride / size;
+      const out: NestedArray<number | boolean | bigint>[] = [];
+      for (let i = 0; i < size; i++) {
+        out.push(
+          dim === shape.length - 1 ? read(offset + i) : build(dim + 1, offset + i * inner, inner),
+        );
+      }
+      return out;
+    };
+    return build(0, 0, this.numel());
+  }
+
+  /**
+   * A copy of the values as a typed array: Float32Array for the float dtypes (float16 and
+   * bfloat16 decoded to their exact values), Int32Array, BigInt64Array (int64, exact),
+   * Uint8Array (uint8, and bool as 0/1).
+   */
+  data(): Float32Array | Int32Array | BigInt64Array | Uint8Array {
+    const { dtype, storage } = this.realize();
+    if (dtype === "float16" || dtype === "bfloat16") {
+      const decode = dtype === "float16" ? f16BitsToNumber : bf16BitsToNumber;
+      return Float32Array.from(storage as Uint16Array, decode);
+    }
+    return (storage as Float32Array | Int32Array | BigInt64Array | Uint8Array).slice();
+  }
+
+  /** The stored bytes, little-endian (float16/bfloat16 as their 16 bits): safetensors' layout. */
+  toBytes(): Uint8Array {
+    assertLittleEndian();
+    const s = this.realize().storage;
+    return new Uint8Array(s.buffer, s.byteOffset, s.byteLength).slice();
+  }
+
+  toString(): string {
+    const impl = this.realize();
+    return formatTensor(impl.dtype, impl.shape, elementReader(impl));
+  }
+
+  [inspect.custom](): string {
+    return this.toString();
+  }
+
+  private reader(op: string, options: ToArrayOptions): (i: number) => number | boolean | bigint {
+    const impl = this.realize();
+    const read = elementReader(impl);
+    if (impl.dtype !== "int64" || options.bigint) return read;
+    return (i) => {
+      const v = read(i) as bigint;
+      const n = Number(v);
+      if (!Number.isSafeInteger(n)) {
+        throw new OpError(
+          op,
+          `int64 value ${v} is not exactly representable as a number; ` +
+            `pass { bigint: true } to get bigints`,
+        );
+      }
+      return n;
+    };
+  }
+}
+
+/** Element i as a JS value: number, bigint (int64) or boolean (bool). */
+export function elementReader(impl: ConcreteImpl): (i: number) => number | boolean | bigint {
+  const s = impl.storage;
+  switch (impl.dtype) {
+    case "float16":
+      return (i) => f16BitsToNumber(s[i] as number);
+    case "bfloat16":
+      return (i) => bf16BitsToNumber(s[i] as number);
+    case "bool":
+      return (i) => s[i] !== 0;
+    case "float32":
+    case "int32":
+    case "int64":
+    case "uint8":
+      return (i) => s[i]!;
+    default: {
+      const never: never = impl.dtype;
+      throw new Error(`unknown dtype ${String(never)}`);
+    }
+  }
+}
+
+/** A tensor over `storage` without copying it (the caller gives up writing to it). */
+export function fromStorage(dtype: DType, shape: readonly number[], storage: Storage): Tensor {
+  return new Tensor(new ConcreteImpl(dtype, shape, storage));
+}
+
+let littleEndian: boolean | undefined;
+function assertLittleEndian(): void {
+  littleEndian ??= new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+  if (!littleEndian) throw new Error("Kiln's byte layout needs a little-endian platform");
+}
+
+/** Throws unless this platform is little-endian (typed arrays then match the byte layout). */
+export function checkLittleEndian(): void {
+  assertLittleEndian();
+}
