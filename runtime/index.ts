@@ -1,6 +1,7 @@
 // The runtime's entry: importing it registers the built-in backends.
 
 import "./interpreter.ts";
+import "./js/backend.ts";
 
 export {
   type Backend,
@@ -12,9 +13,16 @@ export {
   single,
 } from "./backend.ts";
 export { interpreterBackend } from "./interpreter.ts";
+export { jsBackend, jsSource, type JsExecutable } from "./js/backend.ts";
 export {
   ProgramCache,
   defaultProgramCache,
   setDefaultProgramCache,
   type CacheStats,
 } from "./cache.ts";
+export {
+  compileKeyOptions,
+  compileModule,
+  type CompileOptions,
+  type CompileResult,
+} from "./compile.ts";

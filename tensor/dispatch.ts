@@ -123,6 +123,16 @@ export function currentMode(): DispatchMode {
   return mode;
 }
 
+/**
+ * Makes `m` the dispatch mode from now on (a global switch such as `setLazy(true)`); returns
+ * the mode it replaces. Prefer withMode for a scope.
+ */
+export function setMode(m: DispatchMode): DispatchMode {
+  const saved = mode;
+  mode = m;
+  return saved;
+}
+
 /** Runs `fn` with `m` as the dispatch mode, restoring the previous one afterwards. */
 export function withMode<T>(m: DispatchMode, fn: () => T): T {
   const saved = mode;
@@ -180,6 +190,11 @@ export function setEagerBackend(name: string | undefined): void {
   eagerBackend = name;
 }
 
+/** The backend name setEagerBackend chose (undefined: the default); lazy mode follows it. */
+export function eagerBackendName(): string | undefined {
+  return eagerBackend;
+}
+
 function evict(): void {
   while (cache.size > capacity) {
     const oldest = cache.keys().next().value as string;
@@ -219,6 +234,19 @@ function keyOf(v: unknown): string {
 function operandKey(o: Operand): string {
   if (o instanceof Tensor) return `${o.dtype}[${o.shape.join(",")}]`;
   return `#${scalarDType(o)}`;
+}
+
+/**
+ * What a lowering's program depends on, as text: the op, the operands' dtypes and shapes (or
+ * scalar dtypes) and the attributes. Equal keys lower to the same IR (lazy mode keys shape
+ * inference and whole graphs on it); the eager cache adds the backend.
+ */
+export function loweringKey(op: Lowering, operands: readonly Operand[], attrs: Attrs): string {
+  let key = `${op.name}|`;
+  for (const o of operands) key += `${operandKey(o)};`;
+  key += "|";
+  for (const p of op.signature) if (p.role === "none") key += `${keyOf(attrs[p.name])};`;
+  return key;
 }
 
 /** An IR parameter for an operand: the tensor's shape, or a marked zero-dim wrapped number. */

@@ -1,0 +1,642 @@
+// Lazy mode (defer and fuse): a DispatchMode that records each op as a node of a pending graph
+// instead of running it, and a Realizer that, when a value is observed (`item`, `toArray`,
+// `data`, `toString`), lowers everything pending that the value needs into ONE IR module,
+// compiles it through runtime/compile.ts (the optimization pipeline, so the graph is fused, and
+// the program cache keyed by fingerprint) and runs it. Recording validates the op at once, by
+// lowering it on parameters of its operands' shapes (cached per op, dtypes, shapes and
+// attributes), so a bad op fails where it is written, naming the op, and every node knows its
+// result dtype and shape without running. Concrete tensors and JS scalars enter a graph as
+// parameters, never constants, so the same step on new data (or a new scalar value) is the
+// same program. Which nodes a program returns is deterministic, never a matter of garbage
+// collection: the observed tensor, plus every still-pending tensor its lazy() scope returned
+// (XLA's "sync the live tensors", with the scope's return value as the definition of live).
+// A graph is cut only when something is observed, when realizeAll asks, or when a chain of
+// pending ops grows deeper than maxDepth. A structural key of the pending graph (lowering keys
+// and wiring) remembers the executable, so a loop that repeats a step skips lowering and
+// fingerprinting too. docs/runtime.md describes the semantics for users.
+
+import { ModuleBuilder } from "../ir/builder.ts";
+import type { EvalValue } from "../ir/evaluate.ts";
+import type { Instruction, Module } from "../ir/module.ts";
+import type { PipelineOptions } from "../passes/index.ts";
+import {
+  compileKeyOptions,
+  compileModule,
+  type CompileResult,
+  getBackend,
+  type Executable,
+  interpreterBackend,
+  type ProgramCache,
+  single,
+  UnsupportedError,
+} from "../runtime/index.ts";
+import { log, logEnabled } from "../util/log.ts";
+import {
+  type Attrs,
+  type DispatchMode,
+  eagerBackendName,
+  eagerMode,
+  type Lowering,
+  lowerOp,
+  loweringKey,
+  type Operand,
+  operandLiteral,
+  operandParameter,
+  currentMode,
+  setMode,
+  tensorFromLiteral,
+  withMode,
+} from "./dispatch.ts";
+import type { DType, Scalar } from "./dtype.ts";
+import { dimsOf, dtypeOf } from "./lower.ts";
+import { ConcreteImpl, registerRealizer, Tensor, type TensorImpl } from "./tensor.ts";
+
+export interface LazyOptions {
+  /** The backend graphs compile for; default: the eager backend (setEagerBackend), else the
+   * default backend. A backend that declines a graph (UnsupportedError) leaves it to the
+   * interpreter. */
+  backend?: string;
+  /** The program cache (default: the process-wide one, read at compile time); false compiles
+   * every graph anew and skips the graph memo too. */
+  cache?: ProgramCache | false;
+  /** Optimization pipeline options (verify, disable, dumpDir). */
+  pipeline?: PipelineOptions;
+  /** A pending chain deeper than this is realized before more is recorded on it (default 500),
+   * so a loop that never observes anything does not grow one unbounded program. */
+  maxDepth?: number;
+}
+
+const DEFAULT_MAX_DEPTH = 500;
+
+// ---- The pending graph ----------------------------------------------------------------------
+
+/** What a node takes as an input: a pending result, a concrete value, or a JS scalar. */
+type LazyInput = LazyImpl | ConcreteImpl | Scalar;
+
+interface NodeType {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+}
+
+interface LazyNode {
+  /** Creation order: inputs always have smaller ids, so sorting by id is a topological order. */
+  readonly id: number;
+  readonly op: Lowering;
+  /** Emptied once the node is realized, so what it was computed from can be collected. */
+  inputs: readonly LazyInput[];
+  readonly attrs: Attrs;
+  readonly key: string;
+  readonly outputs: readonly NodeType[];
+  readonly tuple: boolean;
+  readonly scope: LazyScope;
+  /** The longest chain of pending nodes ending here. */
+  readonly depth: number;
+  values: ConcreteImpl[] | undefined;
+}
+
+/** A lazy tensor's value: output `index` of a pending node (then its computed value). */
+export class LazyImpl implements TensorImpl {
+  readonly kind = "lazy";
+  readonly node: LazyNode;
+  readonly index: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+
+  constructor(node: LazyNode, index: number) {
+    const t = node.outputs[index]!;
+    this.node = node;
+    this.index = index;
+    this.dtype = t.dtype;
+    this.shape = t.shape;
+  }
+
+  /** The computed value, once the node has been realized. */
+  get value(): ConcreteImpl | undefined {
+    return this.node.values?.[this.index];
+  }
+}
+
+/** One lazy() call (or the global setLazy switch): options, and the tensors it returned. */
+class LazyScope {
+  readonly options: LazyOptions;
+  /** Set when the scope's function returns; pending ones join any program of this scope. */
+  outputs: LazyImpl[] = [];
+
+  constructor(options: LazyOptions) {
+    this.options = options;
+  }
+}
+
+let nextNodeId = 0;
+
+// ---- Statistics -----------------------------------------------------------------------------
+
+export interface LazyStats {
+  /** Ops recorded into pending graphs. */
+  readonly opsRecorded: number;
+  /** Programs run to realize pending tensors. */
+  readonly graphs: number;
+  /** Of those, the ones compiled now (a miss in the graph memo and in the program cache). */
+  readonly compiled: number;
+  /** Of those, the ones whose executable was cached (graph memo, memory or disk). */
+  readonly cacheHits: number;
+  /** Op nodes computed, over all programs. */
+  readonly nodesRealized: number;
+  /** Programs run because a pending chain grew deeper than maxDepth. */
+  readonly depthCuts: number;
+  /** Op nodes per program: the last one's, the mean and the largest. */
+  readonly opsPerGraph: { readonly last: number; readonly mean: number; readonly max: number };
+}
+
+const counters = {
+  opsRecorded: 0,
+  graphs: 0,
+  compiled: 0,
+  cacheHits: 0,
+  nodesRealized: 0,
+  depthCuts: 0,
+  lastOps: 0,
+  maxOps: 0,
+};
+
+export function lazyStats(): LazyStats {
+  const c = counters;
+  return {
+    opsRecorded: c.opsRecorded,
+    graphs: c.graphs,
+    compiled: c.compiled,
+    cacheHits: c.cacheHits,
+    nodesRealized: c.nodesRealized,
+    depthCuts: c.depthCuts,
+    opsPerGraph: {
+      last: c.lastOps,
+      mean: c.graphs === 0 ? 0 : c.nodesRealized / c.graphs,
+      max: c.maxOps,
+    },
+  };
+}
+
+/** Zeroes lazyStats (the graph memo and the program cache keep their entries). */
+export function resetLazyStats(): void {
+  for (const k of Object.keys(counters) as (keyof typeof counters)[]) counters[k] = 0;
+}
+
+/** The last program lazy mode ran, for tests and tools. */
+export interface LazyGraphInfo {
+  /** The program that ran; its module is the one after the optimization pipeline. */
+  readonly executable: Executable;
+  /** The module as the backend compiled it (after the optimization pipeline). */
+  readonly module: Module;
+  readonly backend: string;
+  /** Where the executable came from: the graph memo, the program cache, or compiled now. */
+  readonly hit: "graph" | "memory" | "disk" | "miss";
+  /** Op nodes computed, results returned, and parameters (concrete tensors and scalars). */
+  readonly ops: number;
+  readonly outputs: number;
+  readonly parameters: number;
+}
+
+let lastGraph: LazyGraphInfo | undefined;
+
+export function lastLazyGraph(): LazyGraphInfo | undefined {
+  return lastGraph;
+}
+
+// ---- Recording ------------------------------------------------------------------------------
+
+interface Signature {
+  readonly outputs: readonly NodeType[];
+  readonly tuple: boolean;
+}
+
+const SIGNATURE_CAPACITY = 4096;
+const signatures = new Map<string, Signature>();
+
+/**
+ * The result types of `op` on these operands, found by lowering it on parameters (exactly the
+ * eager one-op program), which also raises any error the op has on these inputs.
+ */
+function signatureOf(
+  op: Lowering,
+  operands: readonly Operand[],
+  attrs: Attrs,
+  key: string,
+): Signature {
+  const known = signatures.get(key);
+  if (known) return known;
+  let result: Instruction | Instruction[] | undefined;
+  const mb = new ModuleBuilder(op.name);
+  mb.entry("main", (b) => {
+    const params = operands.map((o) => operandParameter(b, o));
+    result = lowerOp(b, op, params, attrs);
+    return Array.isArray(result) ? b.tuple(result) : result;
+  });
+  const list = Array.isArray(result) ? result : [result!];
+  const sig: Signature = {
+    outputs: list.map((x) => ({ dtype: dtypeOf(x), shape: Object.freeze([...dimsOf(x)]) })),
+    tuple: Array.isArray(result),
+  };
+  signatures.set(key, sig);
+  if (signatures.size > SIGNATURE_CAPACITY) {
+    const oldest = signatures.keys().next().value;
+    if (oldest !== undefined) signatures.delete(oldest);
+  }
+  return sig;
+}
+
+/** A node input for an operand: scalars as they are, tensors by their impl. */
+function inputOf(o: Operand): LazyInput {
+  if (!(o instanceof Tensor)) return o;
+  const impl = o.impl;
+  if (impl instanceof ConcreteImpl) return impl;
+  if (impl instanceof LazyImpl) return impl.value ?? impl;
+  return o.realize(); // another mode's deferred value (a traced one, say)
+}
+
+function isPendingImpl(x: LazyInput): x is LazyImpl {
+  return x instanceof LazyImpl && x.value === undefined;
+}
+
+class LazyMode implements DispatchMode {
+  readonly name = "lazy";
+  readonly scope: LazyScope;
+
+  constructor(scope: LazyScope) {
+    this.scope = scope;
+  }
+
+  run(op: Lowering, operands: readonly Operand[], attrs: Attrs): Tensor | Tensor[] {
+    const key = loweringKey(op, operands, attrs);
+    const sig = signatureOf(op, operands, attrs, key);
+    const maxDepth = this.scope.options.maxDepth ?? DEFAULT_MAX_DEPTH;
+    const inputs: LazyInput[] = [];
+    let depth = 0;
+    for (const o of operands) {
+      let x = inputOf(o);
+      if (isPendingImpl(x) && x.node.depth >= maxDepth) {
+        const d = x.node.depth;
+        counters.depthCuts++;
+        log("lazy", () => `cut: a pending chain of depth ${d} feeds ${op.name}`);
+        x = realizeImpl(x);
+      }
+      if (isPendingImpl(x)) depth = Math.max(depth, x.node.depth);
+      inputs.push(x);
+    }
+    const node: LazyNode = {
+      id: nextNodeId++,
+      op,
+      inputs,
+      attrs,
+      key,
+      outputs: sig.outputs,
+      tuple: sig.tuple,
+      scope: this.scope,
+      depth: depth + 1,
+      values: undefined,
+    };
+    counters.opsRecorded++;
+    const out = sig.outputs.map((_, i) => new Tensor(new LazyImpl(node, i)));
+    return sig.tuple ? out : out[0]!;
+  }
+}
+
+// ---- Realizing ------------------------------------------------------------------------------
+
+/** Where a step takes an input from: a parameter, or output `index` of an earlier step. */
+type Ref = { readonly param: number } | { readonly step: number; readonly index: number };
+
+interface Plan {
+  readonly steps: readonly LazyNode[];
+  readonly refs: readonly (readonly Ref[])[];
+  readonly params: readonly (ConcreteImpl | Scalar)[];
+  /** Every output of every root node, in order. */
+  readonly results: readonly { readonly step: number; readonly index: number }[];
+  /** The graph's structure as text: equal keys build the same module. */
+  readonly key: string;
+}
+
+/** The root nodes of a program that must compute `requested`: see the file comment. */
+function rootsFor(requested: readonly LazyImpl[]): LazyNode[] {
+  const roots = new Set<LazyNode>();
+  const scopes = new Set<LazyScope>();
+  for (const r of requested) {
+    if (r.value !== undefined) continue;
+    roots.add(r.node);
+    scopes.add(r.node.scope);
+  }
+  for (const s of scopes) {
+    s.outputs = s.outputs.filter((o) => o.value === undefined);
+    for (const o of s.outputs) roots.add(o.node);
+  }
+  return [...roots].sort((a, b) => a.id - b.id);
+}
+
+function plan(roots: readonly LazyNode[]): Plan {
+  const seen = new Set<LazyNode>(roots);
+  const stack = [...roots];
+  while (stack.length > 0) {
+    for (const x of stack.pop()!.inputs) {
+      if (isPendingImpl(x) && !seen.has(x.node)) {
+        seen.add(x.node);
+        stack.push(x.node);
+      }
+    }
+  }
+  const steps = [...seen].sort((a, b) => a.id - b.id);
+  const stepOf = new Map<LazyNode, number>();
+  const params: (ConcreteImpl | Scalar)[] = [];
+  const paramOf = new Map<ConcreteImpl, number>();
+  const refs: Ref[][] = [];
+  let key = "";
+  for (const [s, node] of steps.entries()) {
+    stepOf.set(node, s);
+    const r: Ref[] = [];
+    for (const x of node.inputs) {
+      if (isPendingImpl(x)) {
+        r.push({ step: stepOf.get(x.node)!, index: x.index });
+        continue;
+      }
+      const v = x instanceof LazyImpl ? x.value! : x;
+      if (v instanceof ConcreteImpl) {
+        let k = paramOf.get(v);
+        if (k === undefined) {
+          k = params.length;
+          params.push(v);
+          paramOf.set(v, k);
+        }
+        r.push({ param: k });
+      } else {
+        // Scalars are never shared: equal values must not make a different graph.
+        r.push({ param: params.length });
+        params.push(v);
+      }
+    }
+    refs.push(r);
+    key += `${node.key}(${r.map(refText).join(",")})\n`;
+  }
+  const results: { step: number; index: number }[] = [];
+  for (const root of roots) {
+    const s = stepOf.get(root)!;
+    for (let i = 0; i < root.outputs.length; i++) results.push({ step: s, index: i });
+  }
+  key += `-> ${results.map(refText).join(",")}`;
+  return { steps, refs, params, results, key };
+}
+
+function refText(r: Ref): string {
+  return "param" in r ? `p${r.param}` : `s${r.step}.${r.index}`;
+}
+
+function buildModule(p: Plan): Module {
+  const mb = new ModuleBuilder("lazy");
+  mb.entry("main", (b) => {
+    const params = p.params.map((v) =>
+      operandParameter(b, v instanceof ConcreteImpl ? new Tensor(v) : v),
+    );
+    const values: Instruction[][] = [];
+    for (const [s, node] of p.steps.entries()) {
+      const inputs = p.refs[s]!.map((r) =>
+        "param" in r ? params[r.param]! : values[r.step]![r.index]!,
+      );
+      const out = lowerOp(b, node.op, inputs, node.attrs);
+      values.push(Array.isArray(out) ? out : [out]);
+    }
+    const results = p.results.map((r) => values[r.step]![r.index]!);
+    return results.length === 1 ? results[0]! : b.tuple(results);
+  });
+  return mb.build();
+}
+
+interface Compiled {
+  readonly exe: Executable;
+  readonly hit: LazyGraphInfo["hit"];
+}
+
+const MEMO_CAPACITY = 1024;
+const memo = new Map<string, Executable>();
+
+function compilePlan(p: Plan, options: LazyOptions): Compiled {
+  const backend = getBackend(options.backend ?? eagerBackendName()).name;
+  const useMemo = options.cache !== false;
+  const compileOpts = { pipeline: options.pipeline, optimize: true };
+  const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|${p.key}`;
+  if (useMemo) {
+    const exe = memo.get(memoKey);
+    if (exe) {
+      memo.delete(memoKey);
+      memo.set(memoKey, exe);
+      return { exe, hit: "graph" };
+    }
+  }
+  const module = buildModule(p);
+  const cache = options.cache;
+  let r: CompileResult;
+  try {
+    r = compileModule(module, { ...compileOpts, backend, ...(cache !== undefined && { cache }) });
+  } catch (e) {
+    if (!(e instanceof UnsupportedError) || backend === interpreterBackend.name) throw e;
+    log("lazy", () => `graph falls back to the interpreter: ${e.message}`);
+    r = compileModule(module, {
+      ...compileOpts,
+      backend: interpreterBackend.name,
+      ...(cache !== undefined && { cache }),
+    });
+  }
+  if (useMemo) {
+    memo.set(memoKey, r.executable);
+    if (memo.size > MEMO_CAPACITY) {
+      const oldest = memo.keys().next().value;
+      if (oldest !== undefined) memo.delete(oldest);
+    }
+  }
+  return { exe: r.executable, hit: r.hit };
+}
+
+/** Names the ops of a plan for an error message (the first few, with counts). */
+function describePlan(p: Plan): string {
+  const counts = new Map<string, number>();
+  for (const n of p.steps) counts.set(n.op.name, (counts.get(n.op.name) ?? 0) + 1);
+  const parts = [...counts].map(([name, n]) => (n > 1 ? `${name} x${n}` : name));
+  const shown = parts.length > 8 ? [...parts.slice(0, 8), "..."] : parts;
+  return `a lazy graph of ${plural(p.steps.length, "op")} (${shown.join(", ")})`;
+}
+
+/** Computes every pending tensor in `requested` (and its scope's outputs) in one program. */
+function realizeImpls(requested: readonly LazyImpl[]): void {
+  const roots = rootsFor(requested);
+  if (roots.length === 0) return;
+  const p = plan(roots);
+  const options = roots[0]!.scope.options;
+  const t0 = performance.now();
+  let compiled: Compiled;
+  let out: EvalValue;
+  try {
+    compiled = compilePlan(p, options);
+    const literals = p.params.map((v) =>
+      operandLiteral(v instanceof ConcreteImpl ? new Tensor(v) : v),
+    );
+    out = compiled.exe.run(literals);
+  } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
+    throw new Error(`${describePlan(p)} failed: ${detail}`, { cause: e });
+  }
+  const list = p.results.length === 1 ? [single(out)] : tupleOf(out, p.results.length);
+  const perStep = new Map<number, ConcreteImpl[]>();
+  for (const [k, r] of p.results.entries()) {
+    let vs = perStep.get(r.step);
+    if (!vs) perStep.set(r.step, (vs = []));
+    vs[r.index] = tensorFromLiteral(single(list[k]!)).realize();
+  }
+  for (const [s, vs] of perStep) {
+    const node = p.steps[s]!;
+    node.values = vs;
+    node.inputs = [];
+  }
+  counters.graphs++;
+  counters.nodesRealized += p.steps.length;
+  counters.lastOps = p.steps.length;
+  counters.maxOps = Math.max(counters.maxOps, p.steps.length);
+  if (compiled.hit === "miss") counters.compiled++;
+  else counters.cacheHits++;
+  lastGraph = {
+    executable: compiled.exe,
+    module: compiled.exe.module,
+    backend: compiled.exe.backend,
+    hit: compiled.hit,
+    ops: p.steps.length,
+    outputs: p.results.length,
+    parameters: p.params.length,
+  };
+  if (logEnabled("lazy") || logEnabled("perf")) {
+    const ms = (performance.now() - t0).toFixed(2);
+    const text =
+      `lazy graph: ${plural(p.steps.length, "op")}, ${plural(p.results.length, "output")}, ` +
+      `${plural(p.params.length, "parameter")} on '${compiled.exe.backend}' ` +
+      `(${compiled.hit}) in ${ms} ms`;
+    log(logEnabled("lazy") ? "lazy" : "perf", text);
+  }
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function tupleOf(out: EvalValue, n: number): EvalValue[] {
+  if (!Array.isArray(out) || out.length !== n) {
+    throw new Error(`lazy graph: expected a tuple of ${n} results`);
+  }
+  return out;
+}
+
+function realizeImpl(impl: LazyImpl): ConcreteImpl {
+  if (impl.value === undefined) realizeImpls([impl]);
+  return impl.value!;
+}
+
+registerRealizer("lazy", (impl) => {
+  if (!(impl instanceof LazyImpl)) throw new Error(`a '${impl.kind}' impl is not a lazy one`);
+  return realizeImpl(impl);
+});
+
+// ---- The API --------------------------------------------------------------------------------
+
+function lazyTensorsIn(value: unknown, out: LazyImpl[], seen: Set<object>, depth: number): void {
+  if (value instanceof Tensor) {
+    const impl = value.impl;
+    if (impl instanceof LazyImpl && impl.value === undefined) out.push(impl);
+    return;
+  }
+  if (typeof value !== "object" || value === null || depth > 8 || seen.has(value)) return;
+  seen.add(value);
+  if (Array.isArray(value)) {
+    for (const v of value) lazyTensorsIn(v, out, seen, depth + 1);
+    return;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) {
+    for (const v of Object.values(value)) lazyTensorsIn(v, out, seen, depth + 1);
+  } else if (value instanceof Map) {
+    for (const v of value.values()) lazyTensorsIn(v, out, seen, depth + 1);
+  }
+}
+
+function isThenable(v: unknown): boolean {
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof (v as { then?: unknown }).then === "function"
+  );
+}
+
+function mergedOptions(options: LazyOptions | undefined): LazyOptions {
+  const m = currentMode();
+  const inherited = m instanceof LazyMode ? m.scope.options : {};
+  return { ...inherited, ...options };
+}
+
+/**
+ * Runs `fn` in lazy mode: its ops are recorded, not run, and the tensors it makes stay lazy
+ * (also after it returns) until a value is observed. Observing one runs one program for it,
+ * its pending inputs and every other still-pending tensor `fn` returned (found in the returned
+ * value: a tensor, or arrays, plain objects and Maps of them). `fn` must be synchronous.
+ * A nested lazy() is its own scope and inherits the enclosing one's options.
+ */
+export function lazy<T>(fn: () => T, options?: LazyOptions): T {
+  const scope = new LazyScope(mergedOptions(options));
+  const result = withMode(new LazyMode(scope), fn);
+  if (isThenable(result)) {
+    throw new Error(
+      "lazy(fn): fn returned a Promise; a lazy scope is synchronous (ops after an await " +
+        "would run eagerly), so call lazy() around the synchronous part",
+    );
+  }
+  const outs: LazyImpl[] = [];
+  lazyTensorsIn(result, outs, new Set(), 0);
+  scope.outputs = outs;
+  return result;
+}
+
+let globalSaved: DispatchMode | undefined;
+
+/**
+ * Turns lazy mode on or off for everything that follows (not only a scope). With no scope
+ * return value to say which tensors are live, a program computes the observed tensor and what
+ * it needs; realizeAll computes several in one program.
+ */
+export function setLazy(on: boolean, options?: LazyOptions): void {
+  if (on) {
+    const previous = setMode(new LazyMode(new LazyScope(mergedOptions(options))));
+    if (globalSaved === undefined) globalSaved = previous;
+  } else if (globalSaved !== undefined) {
+    setMode(globalSaved);
+    globalSaved = undefined;
+  } else if (currentMode() instanceof LazyMode) {
+    setMode(eagerMode);
+  }
+}
+
+/** True when ops are being recorded lazily now. */
+export function isLazy(): boolean {
+  return currentMode() instanceof LazyMode;
+}
+
+/** True when `t` is a lazy tensor whose value has not been computed yet. */
+export function isPending(t: Tensor): boolean {
+  return t.impl instanceof LazyImpl && t.impl.value === undefined;
+}
+
+/** Computes every pending tensor given (plus their scopes' outputs) in one program. */
+export function realizeAll(tensors: Iterable<Tensor>): void {
+  const list = [...tensors];
+  const impls: LazyImpl[] = [];
+  for (const t of list) {
+    if (t.impl instanceof LazyImpl && t.impl.value === undefined) impls.push(t.impl);
+  }
+  realizeImpls(impls);
+  for (const t of list) if (t.impl instanceof LazyImpl) t.realize();
+}
+
+/** Forgets the remembered graph structures (the program cache keeps its entries). */
+export function clearLazyGraphs(): void {
+  memo.clear();
+}
