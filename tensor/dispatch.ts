@@ -3,11 +3,11 @@
 // or as a DECOMPOSITION (a plain function of Tensors calling other ops). A call parses its
 // arguments (tensor/args.ts), splits them into operands (tensors and JS scalars, which become IR
 // parameters) and attributes (part of the program), and hands a lowering to the current
-// DispatchMode. The eager mode, the only one today, builds a one-op module, compiles it through
-// the runtime's Backend once per (op, operand dtypes and shapes, attributes, backend) and runs
-// it (a backend that declines a module with UnsupportedError leaves it to the interpreter);
-// lazy mode and tracing will be other modes reusing `lowerOp`, so an op never needs to know
-// how it is executed. Every instruction a lowering makes records the op in metadata.opType.
+// DispatchMode. The eager mode (the default) builds a one-op module, compiles it through the
+// runtime's Backend once per (op, operand dtypes and shapes, attributes, backend) and runs it
+// (a backend that declines a module with UnsupportedError leaves it to the interpreter); lazy
+// mode (tensor/lazy.ts) and tracing are other modes reusing `lowerOp`, so an op never needs to
+// know how it is executed. Every instruction a lowering makes records the op in metadata.opType.
 
 import type { Metadata } from "../ir/attributes.ts";
 import { type ComputationBuilder, ModuleBuilder } from "../ir/builder.ts";

@@ -33,6 +33,7 @@ import {
 import { log, logEnabled } from "../util/log.ts";
 import {
   type Attrs,
+  currentMode,
   type DispatchMode,
   eagerBackendName,
   eagerMode,
@@ -42,7 +43,6 @@ import {
   type Operand,
   operandLiteral,
   operandParameter,
-  currentMode,
   setMode,
   tensorFromLiteral,
   withMode,
@@ -52,17 +52,23 @@ import { dimsOf, dtypeOf } from "./lower.ts";
 import { ConcreteImpl, registerRealizer, Tensor, type TensorImpl } from "./tensor.ts";
 
 export interface LazyOptions {
-  /** The backend graphs compile for; default: the eager backend (setEagerBackend), else the
+  /**
+   * The backend graphs compile for; default: the eager backend (setEagerBackend), else the
    * default backend. A backend that declines a graph (UnsupportedError) leaves it to the
-   * interpreter. */
+   * interpreter.
+   */
   backend?: string;
-  /** The program cache (default: the process-wide one, read at compile time); false compiles
-   * every graph anew and skips the graph memo too. */
+  /**
+   * The program cache (default: the process-wide one, read at compile time); false compiles
+   * every graph anew and skips the graph memo too.
+   */
   cache?: ProgramCache | false;
   /** Optimization pipeline options (verify, disable, dumpDir). */
   pipeline?: PipelineOptions;
-  /** A pending chain deeper than this is realized before more is recorded on it (default 500),
-   * so a loop that never observes anything does not grow one unbounded program. */
+  /**
+   * A pending chain deeper than this is realized before more is recorded on it (default 500),
+   * so a loop that never observes anything does not grow one unbounded program.
+   */
   maxDepth?: number;
 }
 
@@ -466,7 +472,9 @@ function realizeImpls(requested: readonly LazyImpl[]): void {
   const roots = rootsFor(requested);
   if (roots.length === 0) return;
   const p = plan(roots);
-  const options = roots[0]!.scope.options;
+  // The observed tensor's scope decides how the program is compiled.
+  const first = requested.find((r) => r.value === undefined)!;
+  const options = first.node.scope.options;
   const t0 = performance.now();
   let compiled: Compiled;
   let out: EvalValue;
@@ -568,10 +576,16 @@ function isThenable(v: unknown): boolean {
   );
 }
 
+/** The scope's options: the enclosing lazy scope's, overridden by `options`; checked now. */
 function mergedOptions(options: LazyOptions | undefined): LazyOptions {
   const m = currentMode();
   const inherited = m instanceof LazyMode ? m.scope.options : {};
-  return { ...inherited, ...options };
+  const o = { ...inherited, ...options };
+  if (o.maxDepth !== undefined && !(Number.isInteger(o.maxDepth) && o.maxDepth >= 1)) {
+    throw new Error(`lazy: maxDepth must be an integer >= 1, got ${o.maxDepth}`);
+  }
+  if (o.backend !== undefined) getBackend(o.backend); // fails now, naming the registered ones
+  return o;
 }
 
 /**

@@ -12,6 +12,7 @@ import { inspect } from "node:util";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fusionSummary } from "../../passes/index.ts";
+import { registeredOps } from "../../tensor/dispatch.ts";
 import {
   type Backend,
   ProgramCache,
@@ -28,6 +29,7 @@ import {
   lazyStats,
   manualSeed,
   OpError,
+  ops,
   randn,
   realizeAll,
   resetLazyStats,
@@ -58,6 +60,15 @@ function expectIdentical(actual: Tensor, expected: Tensor): void {
   const e = Array.from(expected.data() as Float32Array);
   const bad = a.findIndex((v, i) => !Object.is(v, e[i]));
   expect(bad, `element ${bad}: ${a[bad]} vs ${e[bad]}`).toBe(-1);
+}
+
+/** Same dtype, shape and elements (Object.is, so bigints, booleans and NaN compare too). */
+function sameValues(a: Tensor, b: Tensor): boolean {
+  if (a.dtype !== b.dtype || a.shape.join() !== b.shape.join()) return false;
+  const u = a.data();
+  const v = b.data();
+  for (let i = 0; i < u.length; i++) if (!Object.is(u[i], v[i])) return false;
+  return true;
 }
 
 /** x - mean(x), exp, normalized by the row sums: a softmax made of core ops. */
@@ -190,6 +201,72 @@ describe("lazy mode gives eager's values, bit for bit", () => {
     const summary = fusionSummary(g.module);
     expect(summary.kernels).toBe(1);
     expect(summary.byKind.kInput).toBe(1);
+  });
+});
+
+describe("every registered op, lazily", () => {
+  it("gives eager's results (or eager's error) for f(x), f(x, y) and f(x, 2)", () => {
+    manualSeed(9);
+    const x = randn(3, 4).mul(2);
+    const y = randn(3, 4);
+    const forms: [string, unknown[]][] = [
+      ["f(x)", [x]],
+      ["f(x, y)", [x, y]],
+      ["f(x, 2)", [x, 2]],
+    ];
+    const table = ops as unknown as Record<string, (...args: unknown[]) => Tensor | Tensor[]>;
+    const flat = (r: Tensor | Tensor[]) => (Array.isArray(r) ? r : [r]);
+    let compared = 0;
+    for (const name of registeredOps().keys()) {
+      const fn = table[name];
+      if (typeof fn !== "function") continue;
+      const eager = forms.map(([, args]) => {
+        try {
+          return { ok: flat(fn(...args)) };
+        } catch (e) {
+          return { error: String(e) };
+        }
+      });
+      // Random ops (dropout) draw new values per call; the comparison needs a deterministic op.
+      const again = forms.map(([, args]) => {
+        try {
+          return flat(fn(...args));
+        } catch {
+          return undefined;
+        }
+      });
+      const deterministic = eager.every((r, k) => {
+        if (!("ok" in r) || r.ok === undefined) return true;
+        const b = again[k];
+        return b !== undefined && r.ok.every((t, i) => sameValues(t, b[i]!));
+      });
+      if (!deterministic) continue;
+      const lazyResults = lazy(() =>
+        forms.map(([, args]) => {
+          try {
+            return { ok: flat(fn(...args)) };
+          } catch (e) {
+            return { error: String(e) };
+          }
+        }),
+      );
+      for (const [k, r] of lazyResults.entries()) {
+        const e = eager[k]!;
+        const what = `${name} ${forms[k]![0]}`;
+        if ("error" in e) {
+          expect("error" in r ? r.error : "no error", what).toBe(e.error);
+          continue;
+        }
+        expect("ok" in r, `${what}: ${"error" in r ? r.error : ""}`).toBe(true);
+        const got = (r as { ok: Tensor[] }).ok;
+        expect(got.length, what).toBe(e.ok!.length);
+        for (const [i, t] of got.entries()) {
+          expect(sameValues(t, e.ok![i]!), `${what} result ${i}`).toBe(true);
+          compared++;
+        }
+      }
+    }
+    expect(compared).toBeGreaterThan(50);
   });
 });
 
@@ -341,6 +418,16 @@ describe("errors", () => {
     expect(lazyStats().graphs).toBe(0);
     expect(() => lazy(() => x.matmul(y))).toThrow(/^matmul: /);
     expect(() => lazy(() => x.sum(5))).toThrow(/^sum: /);
+  });
+
+  it("bad options fail when the scope starts", () => {
+    expect(() => lazy(() => tensor([1]).exp(), { maxDepth: 0 })).toThrow(
+      /lazy: maxDepth must be an integer >= 1, got 0/,
+    );
+    expect(() => lazy(() => tensor([1]).exp(), { backend: "nope" })).toThrow(
+      /unknown backend 'nope'; available: /,
+    );
+    expect(isLazy()).toBe(false);
   });
 
   it("a lazy scope must be synchronous", () => {

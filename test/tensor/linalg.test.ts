@@ -97,7 +97,7 @@ function einsumOpcodes(equation: string, shapes: number[][]): string[] {
 }
 
 describe("einsum lowering", () => {
-  it("lowers matmul-like patterns to one dot, with no transpose when the order is the dot's", () => {
+  it("lowers matmul-like patterns to one dot (no transpose when the order is the dot's)", () => {
     expect(einsumOpcodes("ij,jk->ik", [[2, 3], [3, 4]])).toEqual(["dot"]);
     expect(einsumOpcodes("bij,bjk->bik", [[2, 2, 3], [2, 3, 4]])).toEqual(["dot"]);
     expect(einsumOpcodes("bhqd,bhkd->bhqk", [[1, 2, 3, 4], [1, 2, 5, 4]])).toEqual(["dot"]);

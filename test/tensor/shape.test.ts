@@ -12,7 +12,15 @@ import type { Instruction } from "../../ir/module.ts";
 import { arrayShape } from "../../ir/shape.ts";
 import { backendNames } from "../../runtime/index.ts";
 import { type Attrs, lowerOp, type Lowering } from "../../tensor/dispatch.ts";
-import { ArgumentError, OpError, ops, setEagerBackend, tensor, Tensor } from "../../tensor/index.ts";
+import {
+  ArgumentError,
+  OpError,
+  opCacheStats,
+  ops,
+  setEagerBackend,
+  tensor,
+  Tensor,
+} from "../../tensor/index.ts";
 import { expectClose, type FixtureCase, loadFixtures } from "../fixtures/load.ts";
 
 const cases = loadFixtures("shape");
@@ -147,7 +155,9 @@ describe("argument forms", () => {
 
   it("pad takes a runtime value: one program serves every fill value", () => {
     const a = ops.pad(x, [1, 0], { value: 7 });
+    const misses = opCacheStats().misses;
     const b = ops.pad(x, [1, 0], { value: -2 });
+    expect(opCacheStats().misses).toBe(misses);
     expect(a.toArray()).toEqual([[7, 1, 2, 3], [7, 4, 5, 6]]);
     expect(b.toArray()).toEqual([[-2, 1, 2, 3], [-2, 4, 5, 6]]);
   });
