@@ -1,6 +1,6 @@
-// The Tensor: a dtype, a shape and a value held through `impl`. Today every impl is concrete
-// (a typed-array Storage); lazy mode and tracing will add impls whose value is a pending or
-// symbolic node, realized through a registered Realizer when the value is observed (`item()`,
+// The Tensor: a dtype, a shape and a value held through `impl`: concrete data (a typed-array
+// Storage), or a pending node of lazy mode (tensor/lazy.ts; tracing will add symbolic ones),
+// realized through a registered Realizer when the value is observed (`item()`,
 // `toArray()`, `data()`, `toString()`). Tensors are immutable values: ops return new tensors
 // and never write into an input's storage, so results may share storage with inputs safely.
 // The op methods (`x.add(y)`, `x.sum(1)`) are not declared here: each op module installs its
