@@ -7,8 +7,9 @@
 // and weights are computed from the static shapes with PyTorch's own formulas, in float32 where
 // PyTorch computes them in float; dropout and scaledDotProductAttention as decompositions
 // because they draw random numbers (a `rand` leaf) before one private lowering does the math.
-// PyTorch has no Tensor methods for these, so none are installed. Ops of other areas that do
-// not exist yet (softmax, logSoftmax, var) are private IR helpers here.
+// PyTorch has no Tensor methods for these, so none are installed. Softmax, log-softmax and
+// mean/variance are small private IR helpers here, because a lowering appends IR and cannot
+// call another op (the public softmax and logSoftmax live in reduction.ts).
 
 import type { WindowDim } from "../../ir/attributes.ts";
 import type { ComputationBuilder } from "../../ir/builder.ts";
@@ -1302,7 +1303,7 @@ function checkClassWeight(b: ComputationBuilder, x: Instruction, w: Instruction 
  * nll_loss on log-probabilities `logp` (compute type) with class indices: per element
  * -logp[target] * weight[target] (0 where target == ignoreIndex), then reduced; the mean
  * divides by the total weight of the non-ignored targets (NaN when there are none).
- * Indices outside [0, C) match no class and contribute 0 (eager calls reject them first).
+ * Indices outside [0, C) are treated as ignored (eager calls reject them before lowering).
  */
 function nllLower(
   b: ComputationBuilder,
@@ -1325,7 +1326,12 @@ function nllLower(
   );
   const zeros = filledLike(b, logp, 0);
   const picked = sumOver(b, b.select(onehot, logp, zeros), [ax]);
-  const valid = b.compare(tgt, filled(b, "int64", ignoreIndex, tdims), "NE");
+  const notIgnored = b.compare(tgt, filled(b, "int64", ignoreIndex, tdims), "NE");
+  const inRange = b.and(
+    b.compare(tgt, filled(b, "int64", 0, tdims), "GE"),
+    b.compare(tgt, filled(b, "int64", full[ax]!, tdims), "LT"),
+  );
+  const valid = b.and(notIgnored, inRange);
   const tz = filled(b, ct, 0, tdims);
   let wt: Instruction;
   let loss: Instruction;
