@@ -37,12 +37,15 @@ function checkModule(owner: Module, m: unknown, what: string): Module {
   return m;
 }
 
+/** A module whose forward maps a Tensor to a Tensor: what Sequential holds. */
+export type TensorModule = Module & { forward(input: Tensor): Tensor };
+
 /**
  * Runs its modules in order, each one's output the next one's input. `new Sequential(a, b, c)`
  * (keys "0", "1", "2") or `new Sequential({ fc: a, act: b })` (named keys).
  */
 export class Sequential extends Module {
-  [index: number]: Module;
+  [index: number]: TensorModule;
 
   constructor(...modules: Module[]);
   constructor(modules: Readonly<Record<string, Module>> | ReadonlyMap<string, Module>);
@@ -62,9 +65,9 @@ export class Sequential extends Module {
   }
 
   /** The module at position i (negative counts from the end), whatever its key. */
-  get(i: number): Module {
+  get(i: number): TensorModule {
     const entries = moduleEntries(this);
-    return entries[indexOf(this, i, entries.length)]![1];
+    return entries[indexOf(this, i, entries.length)]![1] as TensorModule;
   }
 
   /** Adds a module at the end under the key String(length); returns this. */
@@ -73,8 +76,8 @@ export class Sequential extends Module {
     return this;
   }
 
-  *[Symbol.iterator](): IterableIterator<Module> {
-    for (const [, m] of moduleEntries(this)) yield m;
+  *[Symbol.iterator](): IterableIterator<TensorModule> {
+    for (const [, m] of moduleEntries(this)) yield m as TensorModule;
   }
 
   forward(input: Tensor): Tensor {
@@ -96,11 +99,11 @@ export class ModuleList<M extends Module = Module> extends Module {
     this.extend(modules);
   }
 
-  #items(): M[] {
+  private items(): M[] {
     return moduleEntries(this).map(([, m]) => m as M);
   }
 
-  #reset(items: readonly M[]): void {
+  private reset(items: readonly M[]): void {
     const self = this as unknown as Record<string, unknown>;
     for (const [k] of moduleEntries(this)) delete self[k];
     items.forEach((m, i) => this.addModule(String(i), m));
@@ -111,14 +114,14 @@ export class ModuleList<M extends Module = Module> extends Module {
   }
 
   get(i: number): M {
-    const items = this.#items();
+    const items = this.items();
     return items[indexOf(this, i, items.length)]!;
   }
 
   set(i: number, m: M): void {
-    const items = this.#items();
+    const items = this.items();
     items[indexOf(this, i, items.length)] = checkModule(this, m, "the value") as M;
-    this.#reset(items);
+    this.reset(items);
   }
 
   append(m: M): this {
@@ -133,13 +136,13 @@ export class ModuleList<M extends Module = Module> extends Module {
 
   /** Inserts before position i (i = length appends). */
   insert(i: number, m: M): void {
-    const items = this.#items();
+    const items = this.items();
     items.splice(indexOf(this, i, items.length, true), 0, checkModule(this, m, "the value") as M);
-    this.#reset(items);
+    this.reset(items);
   }
 
   *[Symbol.iterator](): IterableIterator<M> {
-    yield* this.#items();
+    yield* this.items();
   }
 }
 

@@ -21,4 +21,5 @@ export { GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh } from "./activation.ts";
 export { Flatten } from "./flatten.ts";
 export { AdaptiveAvgPool2d, AvgPool2d, MaxPool2d } from "./pooling.ts";
 export { MultiheadAttention, NonDynamicallyQuantizableLinear } from "./attention.ts";
-export { ModuleDict, ModuleList, Sequential } from "./container.ts";
+export { ModuleDict, ModuleList, Sequential, type TensorModule } from "./container.ts";
+export * as functional from "./functional.ts";

@@ -89,6 +89,13 @@ function tensorDesc(t: Tensor): string {
   return `${shapeString(t.shape)} ${t.dtype}`;
 }
 
+/**
+ * Where a module keeps its registry of buffer names. Module's internals are this symbol-keyed
+ * property and module-level functions rather than `#private` members, because `#private`
+ * members throw when reached through a Proxy — and the compiler's tracer wraps modules in one.
+ */
+const BUFFERS: unique symbol = Symbol("kiln.nn.buffers");
+
 /** One state-dict slot: where a key's value lives. */
 interface Slot {
   key: string;
@@ -106,38 +113,20 @@ export class Module {
   /** Training mode (train()/eval() set it on every submodule). */
   training = true;
   /** Registered buffer names → persistent (in the state dict). */
-  readonly #buffers = new Map<string, boolean>();
+  declare readonly [BUFFERS]: Map<string, boolean>;
+
+  constructor() {
+    // Not enumerable and symbol-keyed: invisible to discovery and to users' property names.
+    Object.defineProperty(this, BUFFERS, { value: new Map<string, boolean>() });
+  }
 
   // ---- Discovery ------------------------------------------------------------------------------
-
-  #own(): [string, unknown][] {
-    const self = this as unknown as Record<string, unknown>;
-    return Object.keys(self).map((k) => [k, self[k]]);
-  }
-
-  #ownParameters(): [string, Parameter][] {
-    const out: [string, Parameter][] = [];
-    for (const [k, v] of this.#own()) {
-      if (v instanceof Parameter && !this.#buffers.has(k)) out.push([k, v]);
-    }
-    return out;
-  }
-
-  #ownBuffers(persistentOnly: boolean): [string, Tensor][] {
-    const self = this as unknown as Record<string, unknown>;
-    const out: [string, Tensor][] = [];
-    for (const [k, persistent] of this.#buffers) {
-      const v = self[k];
-      if (v instanceof Tensor && (persistent || !persistentOnly)) out.push([k, v]);
-    }
-    return out;
-  }
 
   /** The direct submodules with their property names (each module once). */
   namedChildren(): [string, Module][] {
     const seen = new Set<Module>();
     const out: [string, Module][] = [];
-    for (const [k, v] of this.#own()) {
+    for (const [k, v] of ownEntries(this)) {
       if (v instanceof Module && !seen.has(v)) {
         seen.add(v);
         out.push([k, v]);
@@ -174,7 +163,7 @@ export class Module {
     const seen = new Set<Parameter>();
     const out: [string, Parameter][] = [];
     for (const [p, m] of mods) {
-      for (const [k, v] of m.#ownParameters()) {
+      for (const [k, v] of ownParameters(m)) {
         if (seen.has(v)) continue;
         seen.add(v);
         out.push([p ? `${p}.${k}` : k, v]);
@@ -192,7 +181,7 @@ export class Module {
     const mods: [string, Module][] = recurse ? this.namedModules(prefix) : [[prefix, this]];
     const out: [string, Tensor][] = [];
     for (const [p, m] of mods) {
-      for (const [k, v] of m.#ownBuffers(false)) out.push([p ? `${p}.${k}` : k, v]);
+      for (const [k, v] of ownBuffers(m, false)) out.push([p ? `${p}.${k}` : k, v]);
     }
     return out;
   }
@@ -219,38 +208,15 @@ export class Module {
 
   // ---- Registration ---------------------------------------------------------------------------
 
-  #checkName(method: string, name: unknown, fits: (current: unknown) => boolean): string {
-    const op = `${this.className()}.${method}`;
-    if (typeof name !== "string" || name === "") {
-      throw new OpError(op, `the name must be a non-empty string, got ${String(name)}`);
-    }
-    if (name.includes(".")) throw new OpError(op, `the name can't contain ".", got "${name}"`);
-    if (name in this) {
-      const current = (this as unknown as Record<string, unknown>)[name];
-      if (!Object.hasOwn(this, name) || !fits(current)) {
-        throw new OpError(op, `attribute '${name}' already exists`);
-      }
-    }
-    return name;
-  }
-
-  #set(name: string, value: unknown): void {
-    Object.defineProperty(this, name, {
-      value,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
-  }
-
   /** Same as assigning `this[name] = param` (null leaves the slot empty, like `bias=False`). */
   registerParameter(name: string, param: Parameter | null): void {
-    const n = this.#checkName(
+    const n = checkName(
+      this,
       "registerParameter",
       name,
       (v) => v === undefined || v === null || v instanceof Parameter,
     );
-    if (this.#buffers.has(n)) {
+    if (this[BUFFERS].has(n)) {
       throw new OpError(`${this.className()}.registerParameter`, `'${n}' is a buffer`);
     }
     if (param !== null && !(param instanceof Parameter)) {
@@ -259,7 +225,7 @@ export class Module {
         `'${n}' must be a Parameter or null, got ${describe(param)} (wrap it: new Parameter(t))`,
       );
     }
-    this.#set(n, param);
+    defineSlot(this, n, param);
   }
 
   /**
@@ -271,11 +237,12 @@ export class Module {
     tensor: Tensor | null,
     options: { persistent?: boolean } = {},
   ): void {
-    const n = this.#checkName(
+    const n = checkName(
+      this,
       "registerBuffer",
       name,
       (v) =>
-        this.#buffers.has(name) ||
+        this[BUFFERS].has(name) ||
         v === undefined ||
         v === null ||
         (v instanceof Tensor && !(v instanceof Parameter)),
@@ -286,14 +253,15 @@ export class Module {
         `'${n}' must be a Tensor or null, got ${describe(tensor)}`,
       );
     }
-    this.#buffers.set(n, options.persistent ?? true);
+    this[BUFFERS].set(n, options.persistent ?? true);
     // A Parameter passed as a buffer is stored as a plain Tensor (buffers are not parameters).
-    this.#set(n, tensor instanceof Parameter ? new Tensor(tensor.impl) : tensor);
+    defineSlot(this, n, tensor instanceof Parameter ? new Tensor(tensor.impl) : tensor);
   }
 
   /** Same as assigning `this[name] = module`. */
   addModule(name: string, module: Module | null): void {
-    const n = this.#checkName(
+    const n = checkName(
+      this,
       "addModule",
       name,
       (v) => v === undefined || v === null || v instanceof Module,
@@ -304,7 +272,7 @@ export class Module {
         `'${n}' must be a Module or null, got ${describe(module)}`,
       );
     }
-    this.#set(n, module);
+    defineSlot(this, n, module);
   }
 
   /** PyTorch's alias of addModule. */
@@ -348,11 +316,11 @@ export class Module {
       );
     }
     for (const m of this.modules()) {
-      for (const [, p] of m.#ownParameters()) {
+      for (const [, p] of ownParameters(m)) {
         if (p.isFloatingPoint() && p.dtype !== dtype) p.impl = to(p, dtype).impl;
       }
-      for (const [k, b] of m.#ownBuffers(false)) {
-        if (b.isFloatingPoint() && b.dtype !== dtype) m.#set(k, to(b, dtype));
+      for (const [k, b] of ownBuffers(m, false)) {
+        if (b.isFloatingPoint() && b.dtype !== dtype) defineSlot(m, k, to(b, dtype));
       }
     }
     return this;
@@ -360,36 +328,13 @@ export class Module {
 
   // ---- State dict -----------------------------------------------------------------------------
 
-  /** Every state-dict slot under `prefix`, recursing into children (shared ones at each path). */
-  #slots(prefix: string, ancestors: Set<Module>, out: Slot[]): Slot[] {
-    if (ancestors.has(this)) {
-      throw new OpError(
-        "stateDict",
-        `module cycle: ${this.className()} at '${prefix}' contains itself`,
-      );
-    }
-    ancestors.add(this);
-    const key = (k: string) => (prefix ? `${prefix}.${k}` : k);
-    for (const [k, v] of this.#ownParameters()) {
-      out.push({ key: key(k), module: this, name: k, kind: "parameter", value: v });
-    }
-    for (const [k, v] of this.#ownBuffers(true)) {
-      out.push({ key: key(k), module: this, name: k, kind: "buffer", value: v });
-    }
-    for (const [k, c] of this.#own()) {
-      if (c instanceof Module) c.#slots(key(k), ancestors, out);
-    }
-    ancestors.delete(this);
-    return out;
-  }
-
   /**
    * The parameters and persistent buffers by PyTorch's key names (`fc1.weight`,
    * `bn.running_mean`, `layers.0.attn.q.bias`), as plain Tensors holding the current values
    * (a later load or `to` does not change a state dict already taken).
    */
   stateDict(prefix = ""): Record<string, Tensor> {
-    const entries = this.#slots(prefix, new Set(), []).map(
+    const entries = collectSlots(this, prefix, new Set(), []).map(
       (s) => [s.key, new Tensor(s.value.impl)] as const,
     );
     return Object.fromEntries(entries);
@@ -406,7 +351,7 @@ export class Module {
     const given = new Map<string, unknown>(
       stateDict instanceof Map ? stateDict : Object.entries(stateDict),
     );
-    const slots = this.#slots("", new Set(), []);
+    const slots = collectSlots(this, "", new Set(), []);
     const expected = new Set(slots.map((s) => s.key));
     const problems: string[] = [];
     const missingKeys: string[] = [];
@@ -446,7 +391,7 @@ export class Module {
     if (problems.length > 0) throw new StateDictError(this.className(), problems, result);
     for (const [s, v] of assign) {
       if (s.kind === "parameter") s.value.impl = v.impl;
-      else s.module.#set(s.name, new Tensor(v.impl));
+      else defineSlot(s.module, s.name, new Tensor(v.impl));
     }
     return result;
   }
@@ -472,7 +417,7 @@ export class Module {
   toString(): string {
     const extra = this.extraRepr();
     const extraLines = extra ? extra.split("\n") : [];
-    const childLines = this.#own()
+    const childLines = ownEntries(this)
       .filter((e): e is [string, Module] => e[1] instanceof Module)
       .map(([k, m]) => `(${k}): ${addIndent(m.toString(), 2)}`);
     const lines = [...extraLines, ...childLines];
@@ -489,6 +434,80 @@ export class Module {
   [inspect.custom](): string {
     return this.toString();
   }
+}
+
+// ---- Discovery and slots: functions, so they take no names from subclasses -------------------
+
+function ownEntries(m: Module): [string, unknown][] {
+  const self = m as unknown as Record<string, unknown>;
+  return Object.keys(self).map((k) => [k, self[k]]);
+}
+
+function ownParameters(m: Module): [string, Parameter][] {
+  const out: [string, Parameter][] = [];
+  for (const [k, v] of ownEntries(m)) {
+    if (v instanceof Parameter && !m[BUFFERS].has(k)) out.push([k, v]);
+  }
+  return out;
+}
+
+function ownBuffers(m: Module, persistentOnly: boolean): [string, Tensor][] {
+  const self = m as unknown as Record<string, unknown>;
+  const out: [string, Tensor][] = [];
+  for (const [k, persistent] of m[BUFFERS]) {
+    const v = self[k];
+    if (v instanceof Tensor && (persistent || !persistentOnly)) out.push([k, v]);
+  }
+  return out;
+}
+
+function checkName(
+  m: Module,
+  method: string,
+  name: unknown,
+  fits: (current: unknown) => boolean,
+): string {
+  const op = `${m.className()}.${method}`;
+  if (typeof name !== "string" || name === "") {
+    throw new OpError(op, `the name must be a non-empty string, got ${String(name)}`);
+  }
+  if (name.includes(".")) throw new OpError(op, `the name can't contain ".", got "${name}"`);
+  if (name in m) {
+    const current = (m as unknown as Record<string, unknown>)[name];
+    if (!Object.hasOwn(m, name) || !fits(current)) {
+      throw new OpError(op, `attribute '${name}' already exists`);
+    }
+  }
+  return name;
+}
+
+function defineSlot(m: Module, name: string, value: unknown): void {
+  Object.defineProperty(m, name, {
+    value,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+/** Every state-dict slot under `prefix`, recursing into children (shared ones at each path). */
+function collectSlots(m: Module, prefix: string, ancestors: Set<Module>, out: Slot[]): Slot[] {
+  if (ancestors.has(m)) {
+    throw new OpError("stateDict", `module cycle: ${m.className()} at '${prefix}' contains itself`);
+  }
+  ancestors.add(m);
+  const key = (k: string) => (prefix ? `${prefix}.${k}` : k);
+  for (const [k, v] of ownParameters(m)) {
+    out.push({ key: key(k), module: m, name: k, kind: "parameter", value: v });
+  }
+  for (const [k, v] of ownBuffers(m, true)) {
+    out.push({ key: key(k), module: m, name: k, kind: "buffer", value: v });
+  }
+  for (const [k, c] of ownEntries(m)) {
+    if (c instanceof Module) collectSlots(c, key(k), ancestors, out);
+  }
+  ancestors.delete(m);
+  return out;
 }
 
 /** Runs m.forward(...args), with a clear error for a module that has none. */

@@ -4,8 +4,8 @@
 // state dict in the weights file, loads the file strictly, runs forward in the same mode with
 // the same inputs, and compares the output (and BatchNorm's updated running statistics) within
 // 1e-5. The repr must equal PyTorch's. Two whole models — a small transformer with a ModuleList
-// of blocks written with class fields, and a CNN with a ModuleDict of heads written with
-// constructor assignments — load PyTorch's state dicts the same way.
+// of blocks (class fields and constructor assignments mixed), and a CNN with a Sequential and
+// a ModuleDict of heads — load PyTorch's state dicts the same way.
 
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -15,9 +15,9 @@ import { loadSafetensors, nn, ops, Tensor } from "../../tensor/index.ts";
 const fixtureDir = join(import.meta.dirname, "..", "fixtures", "nn");
 const TOL = { atol: 1e-5, rtol: 1e-5 };
 
-// ---- The two whole models, as a PyTorch user would port them -------------------------------------
+// ---- The two whole models, as a PyTorch user would port them ------------------------------------
 
-/** Class fields: registered although they are defined after Module's constructor ran. */
+/** Constructor assignments (PyTorch's style). */
 class Attn extends nn.Module {
   d: number;
   q: nn.Linear;
@@ -41,6 +41,7 @@ class Attn extends nn.Module {
   }
 }
 
+/** Class fields: registered although they are defined after Module's constructor ran. */
 class Block extends nn.Module {
   norm = new nn.LayerNorm(8);
   attn = new Attn(8);
@@ -65,7 +66,7 @@ class Tiny extends nn.Module {
   }
 }
 
-/** Constructor assignments. */
+/** Constructor assignments, with a Sequential and a ModuleDict. */
 class SmallCNN extends nn.Module {
   features: nn.Sequential;
   heads: nn.ModuleDict<nn.Linear>;
@@ -92,7 +93,7 @@ class SmallCNN extends nn.Module {
   }
 }
 
-// ---- Building modules from fixture configs ---------------------------------------------------------
+// ---- Building modules from fixture configs ------------------------------------------------------
 
 type Config = Record<string, unknown>;
 type AnyCtor = new (...args: unknown[]) => nn.Module;
@@ -195,7 +196,7 @@ describe("nn layers against PyTorch", () => {
       if (kw.repr !== null) expect(m.toString()).toBe(kw.repr);
 
       m.train(kw.train as boolean);
-      const options: Record<string, unknown> = { ...(kw.call as Record<string, unknown>) };
+      const options = { ...(kw.call as unknown as Record<string, unknown>) };
       for (const [k, v] of Object.entries(kw)) {
         if (v instanceof Tensor && !k.startsWith("after:")) options[k] = v;
       }
