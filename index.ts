@@ -56,3 +56,27 @@ export { ShapeError, ParseError, VerifyError, ProtoError, EvalError } from "./ir
 // the common ones at top level), nn, and the dispatcher's controls. tensor/index.ts decides
 // what is public there.
 export * from "./tensor/index.ts";
+
+// ---- compile() (compiler/): graph capture with guards, graph breaks and replay mode, stats,
+// and explain().
+export {
+  compile,
+  explain,
+  explainWith,
+  describeGuard,
+  GraphBreakError,
+  RecompileError,
+  type CompileOptions,
+  type CompiledFunction,
+  type CompiledModule,
+  type CompileStats,
+  type RecompileRecord,
+  type GraphBreakRecord,
+  type ReplayRecord,
+  type FallbackRecord,
+  type Explanation,
+  type ExplainedPlace,
+  type Guard,
+  type GuardKind,
+  type SourceLocation,
+} from "./compiler/index.ts";

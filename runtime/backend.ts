@@ -36,6 +36,13 @@ export interface Backend {
    * on bytes whose checksum and key it has verified; it may throw if the bytes are unusable.
    */
   deserialize?(module: Module, payload: Uint8Array): Executable;
+  /**
+   * Optional, preferred to `deserialize` by the cache when present: the same, for a backend
+   * whose payload is enough to run, so the stored module is decoded only if it is asked for
+   * (`module()`, memoized; `exe.module`, say). Decoding a large module can cost more than the
+   * rest of a load.
+   */
+  deserializeDeferred?(module: () => Module, payload: Uint8Array): Executable;
 }
 
 /** A backend cannot run a module: names the instruction and opcode, and says why. */

@@ -419,8 +419,18 @@ export class ProgramCache {
     try {
       // No module stored: the program was compiled from the key's module itself, which the
       // caller holds (equal up to names, as the fingerprint matched), so skip decoding one.
-      const compiled = r.moduleProto.length === 0 ? keyModule : moduleFromProto(r.moduleProto);
-      exe = b.deserialize(compiled, r.payload);
+      if (r.moduleProto.length === 0) {
+        exe = b.deserializeDeferred
+          ? b.deserializeDeferred(() => keyModule, r.payload)
+          : b.deserialize(keyModule, r.payload);
+      } else if (b.deserializeDeferred) {
+        // A copy, so the executable does not keep the whole entry file alive.
+        const proto = new Uint8Array(r.moduleProto);
+        let compiled: Module | undefined;
+        exe = b.deserializeDeferred(() => (compiled ??= moduleFromProto(proto)), r.payload);
+      } else {
+        exe = b.deserialize(moduleFromProto(r.moduleProto), r.payload);
+      }
     } catch (e) {
       // The bytes are what was written (the checksum matched), but this build cannot load them.
       this.discard(store, name, r.stat, "undecodable", errText(e));

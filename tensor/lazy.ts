@@ -610,6 +610,14 @@ export function lazy<T>(fn: () => T, options?: LazyOptions): T {
   return result;
 }
 
+/**
+ * A dispatch mode recording into a fresh lazy scope with `options`, for callers that wrap lazy
+ * mode in their own (compile() records a trace on top of it); use it with withMode.
+ */
+export function lazyScopeMode(options?: LazyOptions): DispatchMode {
+  return new LazyMode(new LazyScope(mergedOptions(options)));
+}
+
 let globalSaved: DispatchMode | undefined;
 
 /**

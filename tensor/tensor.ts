@@ -63,6 +63,22 @@ export function registerRealizer(kind: string, realize: Realizer): void {
   realizers.set(kind, realize);
 }
 
+/**
+ * Called when code observes the value of a tensor that is not concrete yet (`item`, `toArray`,
+ * `data`, `toBytes`, `toString`, a coercion to a number, or a direct `realize`), before it is
+ * realized: compile() counts these as graph breaks and names the user's source line.
+ */
+export type ObserveHook = (t: Tensor, how: string) => void;
+
+let observeHook: ObserveHook | undefined;
+
+/** Installs the observe hook (undefined removes it); returns the one it replaces. */
+export function setObserveHook(hook: ObserveHook | undefined): ObserveHook | undefined {
+  const saved = observeHook;
+  observeHook = hook;
+  return saved;
+}
+
 /** Values as nested arrays; a zero-dim tensor gives its one value. */
 export type NestedArray<T> = T | NestedArray<T>[];
 
@@ -115,9 +131,10 @@ export class Tensor {
   }
 
   /** The value in memory, running whatever a deferred impl stands for (then keeping it). */
-  realize(): ConcreteImpl {
+  realize(how = "realize"): ConcreteImpl {
     const impl = this.impl;
     if (impl instanceof ConcreteImpl) return impl;
+    observeHook?.(this, how);
     const realizer = realizers.get(impl.kind);
     if (!realizer) throw new Error(`no realizer is registered for '${impl.kind}' tensors`);
     const concrete = realizer(impl);
@@ -174,7 +191,7 @@ export class Tensor {
    * Uint8Array (uint8, and bool as 0/1).
    */
   data(): Float32Array | Int32Array | BigInt64Array | Uint8Array {
-    const { dtype, storage } = this.realize();
+    const { dtype, storage } = this.realize("data");
     if (dtype === "float16" || dtype === "bfloat16") {
       const decode = dtype === "float16" ? f16BitsToNumber : bf16BitsToNumber;
       return Float32Array.from(storage as Uint16Array, decode);
@@ -185,12 +202,12 @@ export class Tensor {
   /** The stored bytes, little-endian (float16/bfloat16 as their 16 bits): safetensors' layout. */
   toBytes(): Uint8Array {
     assertLittleEndian();
-    const s = this.realize().storage;
+    const s = this.realize("toBytes").storage;
     return new Uint8Array(s.buffer, s.byteOffset, s.byteLength).slice();
   }
 
   toString(): string {
-    const impl = this.realize();
+    const impl = this.realize("toString");
     return formatTensor(impl.dtype, impl.shape, elementReader(impl));
   }
 
@@ -198,8 +215,28 @@ export class Tensor {
     return this.toString();
   }
 
+  /**
+   * Coercion (`+t`, `t > 0`, `t * 2`, `${t}`): a one-element tensor gives its value as a number
+   * (a data-dependent observation, so a graph break under compile()); a string hint, or `+`
+   * with a string on a larger tensor, gives the repr. A numeric coercion of a larger tensor is
+   * an error rather than a silent NaN.
+   */
+  [Symbol.toPrimitive](hint: string): number | string {
+    if (hint === "string") return this.toString();
+    const n = this.numel();
+    if (n !== 1 && hint === "default") return this.toString();
+    if (n !== 1) {
+      throw new OpError(
+        "toPrimitive",
+        `a tensor with ${n} elements cannot be converted to a number ` +
+          `(shape [${this.shape.join(", ")}]); reduce it first or use item()/toArray()`,
+      );
+    }
+    return Number(this.reader("valueOf", {})(0));
+  }
+
   private reader(op: string, options: ToArrayOptions): (i: number) => number | boolean | bigint {
-    const impl = this.realize();
+    const impl = this.realize(op);
     const read = elementReader(impl);
     if (impl.dtype !== "int64" || options.bigint) return read;
     return (i) => {

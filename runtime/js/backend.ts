@@ -5,7 +5,9 @@
 // argument dims (runtime/js/specialize.ts makes the static module; up to 32 are kept). What it
 // cannot run is rejected at compile time with an UnsupportedError naming the instruction:
 // custom-call, and set-dimension-size to a size that is computed (not known from the shapes).
-// KILN_LOGS=ir prints the generated source, KILN_LOGS=perf the compile time.
+// Programs go to the on-disk program cache as their source plus recipes for the values it
+// refers to (runtime/js/payload.ts), so a warm load skips codegen and only runs `new Function`.
+// KILN_LOGS=ir prints the generated source, KILN_LOGS=perf the compile and load times.
 
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { conformanceProblem } from "../../ir/evaluate_support.ts";
@@ -16,6 +18,14 @@ import { verifyModule } from "../../ir/verify.ts";
 import { log } from "../../util/log.ts";
 import { type Backend, type Executable, registerBackend, UnsupportedError } from "../backend.ts";
 import { ModuleGen } from "./codegen_program.ts";
+import {
+  checkModule,
+  decodePayload,
+  encodeDynamicPayload,
+  encodeStaticPayload,
+  type ProgramTable,
+  type StaticProgram,
+} from "./payload.ts";
 import { shapesKey, specializeModule, valueShape as shapeOfValue } from "./specialize.ts";
 
 /** An executable of the `js` backend, with the source it runs (for debugging). */
@@ -28,14 +38,14 @@ type EntryFn = (...args: Runtime[]) => Runtime;
 
 /** Computations reachable from the entry (the ones that will be compiled). */
 function reachable(module: Module): Computation[] {
-  const out: Computation[] = [];
+  const seen = new Set<Computation>();
   const visit = (c: Computation) => {
-    if (out.includes(c)) return;
-    out.push(c);
+    if (seen.has(c)) return;
+    seen.add(c);
     for (const i of c.instructions) i.called.forEach(visit);
   };
   visit(module.entry);
-  return out;
+  return [...seen];
 }
 
 /**
@@ -104,7 +114,12 @@ function toRuntime(v: EvalValue, owned: Set<object>): Runtime {
 }
 
 /** Wraps results as Literals; storage shared with an input or a constant is copied. */
-function fromRuntime(r: Runtime, s: Shape, shared: Set<object>, constants: Set<object>): EvalValue {
+function fromRuntime(
+  r: Runtime,
+  s: Shape,
+  shared: ReadonlySet<object>,
+  constants: ReadonlySet<object>,
+): EvalValue {
   if (s.kind === "tuple") {
     const t = r as Runtime[];
     return s.elements.map((e, i) => fromRuntime(t[i]!, e, shared, constants));
@@ -140,7 +155,7 @@ function compileDynamic(module: Module): JsExecutable {
   const params = module.entry.parameters;
   const cache = new Map<string, JsExecutable>();
   let last: JsExecutable | undefined;
-  return {
+  const dyn: JsExecutable = {
     backend: "js",
     module,
     get source(): string {
@@ -168,6 +183,8 @@ function compileDynamic(module: Module): JsExecutable {
       return exe.run(inputs);
     },
   };
+  stored.set(dyn, { kind: "dynamic" });
+  return dyn;
 }
 
 function checkArgCount(module: Module, n: number): void {
@@ -190,33 +207,127 @@ function compileStatic(module: Module): JsExecutable {
   const gen = new ModuleGen(module);
   const source = gen.source();
   log("ir", () => `js source of module '${module.name}':\n${source}`);
-  const factory = new Function("ext", source) as (ext: unknown[]) => EntryFn;
-  const entry = factory(gen.ext.values);
-  const params = module.entry.parameters;
-  const rootShape = module.entry.root.shape;
-  const constants = gen.constants;
+  const program: StaticProgram = {
+    params: module.entry.parameters.map((p) => p.shape),
+    root: module.entry.root.shape,
+    source,
+    ext: gen.ext.values,
+    constants: gen.constants,
+  };
+  const exe = instantiate(() => module, program);
+  stored.set(exe, { kind: "compiled", table: gen.ext });
   log("perf", () => `js: compiled '${module.name}' in ${(performance.now() - t0).toFixed(1)} ms`);
+  return exe;
+}
+
+/**
+ * Runs generated source once (`new Function`) on its table and wraps the entry function. The
+ * program carries what a run needs; `module` is called only for `exe.module` and error messages
+ * (a program loaded from the disk cache may not have decoded its module yet).
+ */
+function instantiate(module: () => Module, program: StaticProgram): JsExecutable {
+  const { params, root, source, constants } = program;
+  const factory = new Function("ext", source) as (ext: readonly unknown[]) => EntryFn;
+  const entry = factory(program.ext);
   return {
     backend: "js",
-    module,
+    get module(): Module {
+      return module();
+    },
     source,
     run(inputs: readonly EvalValue[]): EvalValue {
-      checkArgCount(module, inputs.length);
-      params.forEach((p, i) => {
-        const problem = conformance(inputs[i]!, p.shape);
-        if (problem !== null) argError(module, i, inputs[i]!, problem);
+      if (inputs.length !== params.length) checkArgCount(module(), inputs.length);
+      params.forEach((s, i) => {
+        const problem = conformance(inputs[i]!, s);
+        if (problem !== null) argError(module(), i, inputs[i]!, problem);
       });
       const shared = new Set<object>();
       const args = inputs.map((v) => toRuntime(v, shared));
-      return fromRuntime(entry(...args), rootShape, shared, constants);
+      return fromRuntime(entry(...args), root, shared, constants);
     },
   };
+}
+
+// ---- The disk cache --------------------------------------------------------------------------
+
+// What serialize needs of each executable this backend made: a compiled program's table (its
+// recipes are worked out only if it is serialized), the marker of a dynamic module, or, for one
+// loaded from the cache, the payload it was loaded from (the same bytes serialize would write).
+type Stored =
+  | { kind: "compiled"; table: ProgramTable }
+  | { kind: "dynamic" }
+  | { kind: "loaded"; payload: Uint8Array };
+
+const stored = new WeakMap<Executable, Stored>();
+
+/** The disk cache's payload of a js executable: runtime/js/payload.ts describes it. */
+function serializeJs(exe: Executable): Uint8Array {
+  const s = stored.get(exe);
+  if (!s) throw new Error("js: serialize got an executable the js backend did not make");
+  switch (s.kind) {
+    case "compiled":
+      return encodeStaticPayload(exe.module, (exe as JsExecutable).source, s.table);
+    case "dynamic":
+      return encodeDynamicPayload(exe.module);
+    case "loaded":
+      return s.payload;
+    default: {
+      const never: never = s;
+      throw new Error(`js: unknown stored kind ${String(never)}`);
+    }
+  }
+}
+
+/**
+ * An executable from serializeJs's bytes, without codegen: the source runs through
+ * `new Function` on a table rebuilt from the payload's recipes. `module` (the cache's thunk)
+ * is decoded only when something needs it: a large constant, a dynamic module (re-specialized
+ * per argument dims as compile does), `exe.module`, an error message; it is checked against
+ * the payload's signature when it is. Throws on a payload of another codegen version or of
+ * another format.
+ */
+function loadJs(module: () => Module, payload: Uint8Array): JsExecutable {
+  const t0 = performance.now();
+  const decoded = decodePayload(payload, module);
+  let checked: Module | undefined;
+  const checkedModule = (): Module => {
+    if (!checked) {
+      const m = module();
+      checkModule(m, decoded.signature);
+      checked = m;
+    }
+    return checked;
+  };
+  let exe: JsExecutable;
+  if (decoded.kind === "dynamic") {
+    const m = checkedModule();
+    if (!checkSupported(m)) {
+      throw new Error(`js cache payload: a dynamic program, but '${m.name}' has no dynamic dims`);
+    }
+    exe = compileDynamic(m);
+  } else {
+    exe = instantiate(checkedModule, decoded);
+  }
+  // A copy: the payload may be a view into the whole entry file (a Buffer's slice() shares it).
+  stored.set(exe, { kind: "loaded", payload: new Uint8Array(payload) });
+  log("perf", () => `js: loaded a program in ${(performance.now() - t0).toFixed(1)} ms`);
+  return exe;
+}
+
+function deserializeJs(module: Module, payload: Uint8Array): JsExecutable {
+  const exe = loadJs(() => module, payload);
+  // The module is at hand: check it now, so a mismatch is the cache's `undecodable`.
+  void exe.module;
+  return exe;
 }
 
 export const jsBackend: Backend = {
   name: "js",
   priority: 10,
   compile: compileJs,
+  serialize: serializeJs,
+  deserialize: deserializeJs,
+  deserializeDeferred: loadJs,
 };
 
 registerBackend(jsBackend);

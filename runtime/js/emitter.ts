@@ -243,6 +243,8 @@ export function numLit(v: number): string {
  */
 export class ExtTable {
   readonly values: unknown[] = [];
+  /** The key each entry was listed under (the value itself unless `ref` was given a key). */
+  readonly keys: unknown[] = [];
   private readonly comments: string[] = [];
   private readonly byKey = new Map<unknown, string>();
 
@@ -252,6 +254,7 @@ export class ExtTable {
     if (known !== undefined) return known;
     const name = `e${this.values.length}`;
     this.values.push(value);
+    this.keys.push(key);
     this.comments.push(comment);
     this.byKey.set(key, name);
     return name;

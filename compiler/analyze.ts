@@ -1,0 +1,325 @@
+// Static source analysis for compile(): from the source of a user's function, or of a module's
+// `forward` and the methods it calls on `this`, the free variables to guard on, the side
+// effects compiled code would not repeat (printing, randomness, clocks, I/O, writes to outside
+// objects) and the expressions that will likely break the graph (item(), toArray(), Number(t),
+// a Tensor in a condition or a template literal). The source read is the ORIGINAL .ts file —
+// found through V8's function location and the script's source map (analyze_locate.ts) — so
+// every line number is a line of the user's file; when that file cannot be found, the
+// function's own `toString()` is analysed instead and the result says so (`source`). The
+// tracer sees what actually runs; this sees what is written, and together they explain a
+// graph break or a recompile in the user's words. Results are cached per function and per
+// class, and frozen, since they are shared.
+
+import type { ts } from "ts-morph";
+import { boundTarget, locateOriginal } from "./analyze_locate.ts";
+import {
+  findFunctionNode,
+  parseFile,
+  parseFunctionText,
+  shapeOf,
+  type ParsedFile,
+} from "./analyze_source.ts";
+import {
+  isKilnFile,
+  Walker,
+  type DataDependent,
+  type FreeVariable,
+  type Positioner,
+  type SideEffect,
+  type WalkResult,
+} from "./analyze_walk.ts";
+
+export type { SideEffectKind } from "./analyze_rules.ts";
+export type { BindingKind, DataDependent, FreeVariable, SideEffect } from "./analyze_walk.ts";
+
+export interface SourceAnalysis {
+  /** The file the function's source was found in (absent when analysed from toString()). */
+  file?: string;
+  /** 1-based line and column of the function (its name, when it has one) in `file`. */
+  line?: number;
+  column?: number;
+  /**
+   * What was analysed: the original `file`; the function's `toString()` (lines then count from
+   * the function's first line, 1, and module-level names are unresolved); or nothing (a
+   * native or bound function).
+   */
+  source: "file" | "toString" | "none";
+  /** Why the original file was not used, when it was not. */
+  note?: string;
+  freeVariables: FreeVariable[];
+  sideEffects: SideEffect[];
+  dataDependent: DataDependent[];
+}
+
+interface Analysed {
+  analysis: SourceAnalysis;
+  thisCalls: readonly string[];
+  superCalls: readonly string[];
+}
+
+let functionCache = new WeakMap<Function, Analysed>();
+let moduleCache = new WeakMap<object, SourceAnalysis>();
+
+/** Forgets cached analyses (for tests that rewrite a file, and for long sessions). */
+export function clearAnalysisCache(): void {
+  functionCache = new WeakMap();
+  moduleCache = new WeakMap();
+}
+
+/**
+ * Analyses one function (a plain function, an arrow, a method, a class) from its original
+ * source. Never throws for a function whose source cannot be read: `source` says what was
+ * analysed. Throws a TypeError for a non-function.
+ */
+export function analyzeFunction(fn: Function): SourceAnalysis {
+  if (typeof fn !== "function") {
+    throw new TypeError(`analyzeFunction: expected a function, got ${describe(fn)}`);
+  }
+  return analyseOne(fn).analysis;
+}
+
+/**
+ * Analyses an nn.Module instance's `forward` (an own property, or its class's method) together
+ * with every method it calls on `this`, transitively (`this.helper(x)`; submodules' forwards
+ * are analysed on their own). Entries found in another file than forward's carry `file`.
+ */
+export function analyzeModuleForward(module: object): SourceAnalysis {
+  if ((typeof module !== "object" && typeof module !== "function") || module === null) {
+    throw new TypeError(`analyzeModuleForward: expected a module, got ${describe(module)}`);
+  }
+  const forward = findMethod(module, "forward");
+  if (!forward) {
+    throw new TypeError(
+      `analyzeModuleForward: ${describe(module)} has no forward method to analyse`,
+    );
+  }
+  // The methods `this.name` reaches depend on the object's class, so the class (its
+  // prototype) is the key — unless forward is the instance's own property.
+  const key: object = Object.prototype.hasOwnProperty.call(module, "forward")
+    ? forward.fn
+    : (Object.getPrototypeOf(module) as object | null) ?? module;
+  const cached = moduleCache.get(key);
+  if (cached) return cached;
+  const parts: { analysis: SourceAnalysis; via: string | undefined }[] = [];
+  const seen = new Set<Function>();
+  const queue: { method: Method; via: string | undefined }[] = [
+    { method: forward, via: undefined },
+  ];
+  while (queue.length > 0) {
+    const { method, via } = queue.shift()!;
+    if (seen.has(method.fn)) continue;
+    seen.add(method.fn);
+    // Followed: the class's own methods. Not: functions stored on the instance (they differ
+    // between instances of the class, the cache key) and Kiln's own library code (nn.Module's
+    // methods), which the trace sees as it runs.
+    if (via !== undefined && method.owner === module) continue;
+    const one = analyseOne(method.fn);
+    if (via !== undefined && one.analysis.file !== undefined && isKilnFile(one.analysis.file)) {
+      continue;
+    }
+    parts.push({ analysis: one.analysis, via });
+    for (const name of one.thisCalls) {
+      const m = findMethod(module, name);
+      if (m) queue.push({ method: m, via: `this.${name}` });
+    }
+    // `super.name(...)` looks up from above the class that defines the calling method.
+    const above = Object.getPrototypeOf(method.owner) as object | null;
+    for (const name of one.superCalls) {
+      const m = above && findMethod(above, name);
+      if (m) queue.push({ method: m, via: `super.${name}` });
+    }
+  }
+  const merged = freeze(merge(parts));
+  moduleCache.set(key, merged);
+  return merged;
+}
+
+interface Method {
+  fn: Function;
+  /** The object (a prototype, or the instance) that holds the method. */
+  owner: object;
+}
+
+/** A method reachable on `obj` (own or inherited) and its holder, without running getters. */
+function findMethod(obj: object, name: string): Method | undefined {
+  let o: object | null = obj;
+  while (o !== null) {
+    const d = Object.getOwnPropertyDescriptor(o, name);
+    if (d) return typeof d.value === "function" ? { fn: d.value as Function, owner: o } : undefined;
+    o = Object.getPrototypeOf(o) as object | null;
+  }
+  return undefined;
+}
+
+function analyseOne(fn: Function): Analysed {
+  const cached = functionCache.get(fn);
+  if (cached) return cached;
+  const result = analyseUncached(fn);
+  result.analysis = freeze(result.analysis);
+  functionCache.set(fn, result);
+  return result;
+}
+
+function analyseUncached(fn: Function): Analysed {
+  // A bound function's text is `[native code]`; what it runs is its target's source.
+  const target = boundTarget(fn);
+  if (target) return analyseOne(target);
+  const snippet = parseFunctionText(fn);
+  const shape = snippet ? shapeOf(snippet.node) : undefined;
+  let note: string | undefined;
+  const loc = locateOriginal(fn);
+  if (loc) {
+    const parsed = parseFile(loc.file, loc.text);
+    const node = findFunctionNode(parsed, loc.line, loc.column, shape);
+    if (node) {
+      const sf = parsed.sourceFile;
+      const at: Positioner = (n) => {
+        const p = sf.getLineAndCharacterOfPosition(n.getStart(sf));
+        return { line: p.line + 1, column: p.character + 1 };
+      };
+      const walked = new Walker(parsed, node, at).run();
+      const found = lists(walked);
+      // Module-level helpers the function calls by name, transitively, tagged with `via`.
+      const done = new Set<ts.Node>([node]);
+      const queue = [...walked.helpers];
+      while (queue.length > 0) {
+        const h = queue.shift()!;
+        if (done.has(h.node)) continue;
+        done.add(h.node);
+        const w = new Walker(parsed, h.node, at).run();
+        const tag = <T extends { via?: string }>(e: T): T => (e.via ? e : { ...e, via: h.name });
+        found.freeVariables.push(...w.freeVariables.map(tag));
+        found.sideEffects.push(...w.sideEffects.map(tag));
+        found.dataDependent.push(...w.dataDependent.map(tag));
+        queue.push(...w.helpers);
+      }
+      return {
+        analysis: { file: loc.file, ...at(nameNode(node)), source: "file", ...tidy(found) },
+        thisCalls: walked.thisCalls,
+        superCalls: walked.superCalls,
+      };
+    }
+    note = `the function was not found in ${loc.file} (was the file edited after it was loaded?)`;
+  } else {
+    note = "the function's source file could not be located";
+  }
+  if (!snippet) {
+    return {
+      analysis: {
+        source: "none",
+        note: "no source text: a native or bound function",
+        freeVariables: [],
+        sideEffects: [],
+        dataDependent: [],
+      },
+      thisCalls: [],
+      superCalls: [],
+    };
+  }
+  const at = snippetPositioner(snippet.parsed, snippet.prefix, snippet.source);
+  const walked = new Walker(snippet.parsed, snippet.node, at).run();
+  return {
+    analysis: {
+      source: "toString",
+      note: `${note}; analysed fn.toString(): lines count from the function's first line`,
+      ...lists(walked),
+    },
+    thisCalls: walked.thisCalls,
+    superCalls: walked.superCalls,
+  };
+}
+
+/** Where to point at a function: its name, or the name it is assigned to (`f = () => ...`). */
+function nameNode(node: ts.Node): ts.Node {
+  const own = (node as { name?: ts.Node }).name;
+  if (own) return own;
+  const holder = (node.parent as { name?: ts.Node; initializer?: ts.Node } | undefined) ?? {};
+  return holder.initializer === node && holder.name ? holder.name : node;
+}
+
+function lists(w: WalkResult): Lists {
+  return {
+    freeVariables: [...w.freeVariables],
+    sideEffects: [...w.sideEffects],
+    dataDependent: [...w.dataDependent],
+  };
+}
+
+/** Positions inside the function's own text (1 = its first line), past the parse wrapper. */
+function snippetPositioner(parsed: ParsedFile, prefix: number, source: string): Positioner {
+  const starts = [0];
+  for (let i = 0; i < source.length; i++) if (source[i] === "\n") starts.push(i + 1);
+  return (n) => {
+    const offset = Math.max(0, n.getStart(parsed.sourceFile) - prefix);
+    let line = 0;
+    while (line + 1 < starts.length && starts[line + 1]! <= offset) line++;
+    return { line: line + 1, column: offset - starts[line]! + 1 };
+  };
+}
+
+/** One analysis from forward and the methods it reaches; forward's file is the main one. */
+function merge(parts: { analysis: SourceAnalysis; via: string | undefined }[]): SourceAnalysis {
+  const [first, ...rest] = parts;
+  if (!first) throw new Error("merge: no analyses");
+  const main = first.analysis;
+  const out: SourceAnalysis = {
+    ...main,
+    freeVariables: [...main.freeVariables],
+    sideEffects: [...main.sideEffects],
+    dataDependent: [...main.dataDependent],
+  };
+  for (const { analysis: p, via } of rest) {
+    const file = p.file !== main.file ? p.file : undefined;
+    const tag = <T extends { file?: string; via?: string }>(e: T): T => ({
+      ...e,
+      ...(file !== undefined && { file }),
+      ...(via !== undefined && e.via === undefined && { via }),
+    });
+    out.freeVariables.push(...p.freeVariables.map(tag));
+    out.sideEffects.push(...p.sideEffects.map(tag));
+    out.dataDependent.push(...p.dataDependent.map(tag));
+  }
+  return { ...out, ...tidy(out) };
+}
+
+type Lists = Pick<SourceAnalysis, "freeVariables" | "sideEffects" | "dataDependent">;
+
+/** Sorted by file (the main one first), line and column, each entry once. */
+function tidy(l: Lists): Lists {
+  const order = <T extends { line: number; column: number; file?: string }>(a: T, b: T): number =>
+    (a.file ?? "").localeCompare(b.file ?? "") || a.line - b.line || a.column - b.column;
+  return {
+    freeVariables: dedupe(l.freeVariables).sort(order),
+    sideEffects: dedupe(l.sideEffects).sort(order),
+    dataDependent: dedupe(l.dataDependent).sort(order),
+  };
+}
+
+function dedupe<T>(xs: T[]): T[] {
+  const seen = new Set<string>();
+  return xs.filter((x) => {
+    const k = JSON.stringify(x);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
+function freeze(a: SourceAnalysis): SourceAnalysis {
+  for (const list of [a.freeVariables, a.sideEffects, a.dataDependent]) {
+    for (const e of list) Object.freeze(e);
+    Object.freeze(list);
+  }
+  return Object.freeze(a);
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v === "function") return `function ${v.name || "(anonymous)"}`;
+  if (typeof v === "object") {
+    const ctor = (v as { constructor?: { name?: unknown } }).constructor;
+    const name = typeof ctor?.name === "string" && ctor.name !== "" ? ctor.name : "object";
+    return `${/^[AEIOUaeiou]/.test(name) ? "an" : "a"} ${name}`;
+  }
+  return `${typeof v} ${String(v)}`;
+}

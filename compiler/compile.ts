@@ -1,0 +1,1019 @@
+// compile(): a model or function in, a callable with `stats` out. The first call TRACES (see
+// compiler/trace.ts): the user's code runs once with symbolic inputs over lazy mode, and, when
+// it had no graph break and no side effect Kiln cannot replay, the recorded graph from the
+// inputs (argument tensors, then parameters and buffers, read by path at call time) to the
+// results becomes ONE program, compiled through the runtime's program cache (so two instances
+// of one architecture share it, and loading new weights changes nothing but the inputs). Its
+// guards — argument structure, dtypes and shapes, primitive values, what the code read from
+// the module tree, free variables, Kiln's settings — compile into one function; a later call
+// that passes them runs the program without running any user JS, and repeats the writes the
+// trace saw (BatchNorm's running statistics). A failing guard records why and traces again,
+// up to `recompileLimit` entries; past that the code runs eagerly (one warning naming the
+// guard). A function with graph breaks or unreplayable side effects runs in REPLAY MODE: its
+// JS runs on every call under lazy mode, whose segments are compiled once and found again by
+// fingerprint. Nothing is published before it has succeeded, so an error in user code (thrown
+// unchanged) or in compilation leaves no half-made entry.
+
+import { analyzeFunction, analyzeModuleForward, type SourceAnalysis } from "./analyze.ts";
+import type { EvalValue } from "../ir/evaluate.ts";
+import type { Literal } from "../ir/literal.ts";
+import type { PipelineOptions } from "../passes/index.ts";
+import {
+  compileModule,
+  type CompileResult,
+  type Executable,
+  getBackend,
+  interpreterBackend,
+  ProgramCache,
+  single,
+  UnsupportedError,
+} from "../runtime/index.ts";
+import { log, logEnabled } from "../util/log.ts";
+import {
+  currentMode,
+  eagerBackendName,
+  operandLiteral,
+  tensorFromLiteral,
+  withMode,
+} from "../tensor/dispatch.ts";
+import { isLazy, lazy, lazyStats, realizeAll } from "../tensor/lazy.ts";
+import { callForward, Module as NNModule } from "../tensor/nn/module.ts";
+import { setObserveHook, Tensor } from "../tensor/tensor.ts";
+import { readFreeVariables } from "./freevars.ts";
+import { describeValue, type Guard, GuardSet, type GuardSpec } from "./guards.ts";
+import { flatten, formatPath, isContainer, type Leaf, type TreeSpec, unflatten } from "./pytree.ts";
+import {
+  formatLocation,
+  parameterNames,
+  type SourceLocation,
+  userLocation,
+} from "./source.ts";
+import {
+  type CompileStats,
+  GraphBreakError,
+  RecompileError,
+  StatsCounter,
+} from "./stats.ts";
+import {
+  type Binding,
+  buildProgram,
+  type InputSlot,
+  type Src,
+  TracedInputImpl,
+  Tracer,
+} from "./trace.ts";
+
+// ---- Options and the callable ---------------------------------------------------------------
+
+export interface CompileOptions {
+  /** A registered backend's name; default: the fastest available (guarded as a setting). */
+  backend?: string;
+  /** A graph break or an unreplayable side effect is an error naming the source line. */
+  fullgraph?: boolean;
+  /** Cache entries per function before running eagerly (default 8). */
+  recompileLimit?: number;
+  /** Any recompilation throws a RecompileError (for tests and CI). */
+  errorOnRecompile?: boolean;
+  /**
+   * The program cache: "disk" (the process-wide cache, memory and disk; the default),
+   * "memory" (a process-wide memory-only cache), "off" / false (compile every time), or a
+   * ProgramCache.
+   */
+  cache?: "memory" | "disk" | "off" | false | ProgramCache;
+  /** Fold parameters and buffers into the program as constants (guarded by value identity). */
+  freeze?: boolean;
+  /** Read and guard free variables that can change (default true; see freevars.ts). */
+  guardFreeVariables?: boolean;
+  /** Optimization pipeline options (verify, disable, dumpDir). */
+  pipeline?: PipelineOptions;
+}
+
+type AnyFunction = (...args: never[]) => unknown;
+
+/** What compile() returns: call it like the original; `stats` says what happened. */
+export interface CompiledFunction<F extends AnyFunction> {
+  (...args: Parameters<F>): ReturnType<F>;
+  readonly stats: CompileStats;
+  /** The compiled model (compile() of an nn.Module). */
+  readonly module: NNModule | undefined;
+  /** The original function (a module's forward for a model). */
+  readonly original: F;
+  /** The guards of each cache entry, newest last. */
+  readonly guards: readonly (readonly Guard[])[];
+  /** Forgets every cache entry and the replay decision (stats are kept). */
+  reset(): void;
+  /** Internal state for explain(). */
+  readonly [INTERNALS]: Internals;
+}
+
+export type CompiledModule<M extends NNModule & { forward: AnyFunction }> = CompiledFunction<
+  M["forward"]
+> & { readonly module: M };
+
+export const INTERNALS: unique symbol = Symbol("kiln.compile.internals");
+
+// ---- Cache entries ---------------------------------------------------------------------------
+
+/** How a result leaf (or a written value) is produced on a compiled call. */
+type OutLeaf =
+  | { readonly kind: "result"; readonly index: number }
+  | { readonly kind: "arg"; readonly keys: readonly (string | number)[] }
+  | { readonly kind: "state"; readonly owner: object; readonly key: string }
+  | { readonly kind: "const"; readonly value: unknown };
+
+interface GraphEntry {
+  readonly guards: GuardSet;
+  readonly exe: Executable | undefined;
+  readonly module: import("../ir/module.ts").Module | undefined;
+  readonly readers: readonly ((args: readonly unknown[]) => Literal)[];
+  readonly tuple: boolean;
+  readonly outSpec: TreeSpec;
+  readonly outLeaves: readonly OutLeaf[];
+  readonly writes: readonly { target: object; key: string; leaf: OutLeaf }[];
+  readonly ops: number;
+  readonly freeNames: readonly string[];
+}
+
+/** What explain() reads. */
+export interface Internals {
+  readonly name: string;
+  entries(): readonly GraphEntry[];
+  lastTrace(): TraceSummary | undefined;
+  analysis(): SourceAnalysis | undefined;
+}
+
+/** What the last trace found (explain() prints it). */
+export interface TraceSummary {
+  readonly ops: number;
+  readonly segments: number;
+  readonly opsPerSegment: readonly number[];
+  readonly breaks: readonly { reason: string; location: SourceLocation | undefined }[];
+  readonly replayReasons: readonly { reason: string; location: SourceLocation | undefined }[];
+  readonly guards: readonly Guard[];
+  readonly module: import("../ir/module.ts").Module | undefined;
+}
+
+// ---- Settings --------------------------------------------------------------------------------
+
+const SETTING_NAMES = ["kiln.defaultBackend", "kiln.eagerBackend", "kiln.lazy"] as const;
+
+/** Kiln's global settings a compiled program depends on, in SETTING_NAMES order. */
+function settingsNow(): unknown[] {
+  return [getBackend().name, eagerBackendName(), isLazy()];
+}
+
+// ---- Program caches ---------------------------------------------------------------------------
+
+let memoryCache: ProgramCache | undefined;
+
+function programCache(option: CompileOptions["cache"]): ProgramCache | false | undefined {
+  if (option === undefined || option === "disk") return undefined;
+  if (option === false || option === "off") return false;
+  if (option === "memory") return (memoryCache ??= new ProgramCache({ disk: false }));
+  if (option instanceof ProgramCache) return option;
+  throw new TypeError(
+    `compile: cache must be "memory", "disk", "off", false or a ProgramCache, got ` +
+      describeValue(option),
+  );
+}
+
+// ---- Static analysis -------------------------------------------------------------------------
+
+const REPLAY_KINDS = new Set(["print", "random", "clock", "io", "process", "timer", "async"]);
+
+interface Analysis {
+  readonly result: SourceAnalysis | undefined;
+  /** Side effects found statically that make the function run in replay mode. */
+  readonly sideEffects: readonly { reason: string; location: SourceLocation | undefined }[];
+  /** Free variables to read on every call (mutable bindings) and their names. */
+  readonly perCall: readonly string[];
+  /** Free variables whose binding cannot change: guarded by what they hold. */
+  readonly fixed: readonly string[];
+}
+
+function analyze(fn: AnyFunction, model: NNModule | undefined): Analysis {
+  const isModule = model !== undefined;
+  let result: SourceAnalysis | undefined;
+  try {
+    result = model ? analyzeModuleForward(model) : analyzeFunction(fn);
+  } catch (e) {
+    log("guards", () => `source analysis failed: ${e instanceof Error ? e.message : String(e)}`);
+    return { result: undefined, sideEffects: [], perCall: [], fixed: [] };
+  }
+  const file = result.file;
+  const at = (line: number, column: number, f?: string): SourceLocation | undefined =>
+    (f ?? file) !== undefined ? { file: (f ?? file)!, line, column } : undefined;
+  const sideEffects: { reason: string; location: SourceLocation | undefined }[] = [];
+  for (const s of result.sideEffects) {
+    const kind = s.kind;
+    const outside = kind === "mutation" || kind === "assignment";
+    // Writes to `this.` are seen (and replayed) by the module proxy; other mutations are not.
+    if (outside && /^\s*this\b/.test(s.call)) continue;
+    if (!REPLAY_KINDS.has(kind) && !outside) continue;
+    sideEffects.push({
+      reason: `${s.call}: ${s.reason}`,
+      location: at(s.line, s.column, s.file),
+    });
+  }
+  const perCall: string[] = [];
+  const fixed: string[] = [];
+  const seen = new Set<string>();
+  for (const v of result.freeVariables) {
+    if (seen.has(v.name)) continue;
+    const { guard, binding } = v;
+    if (!guard || binding === "import" || binding === "function" || binding === "class") continue;
+    seen.add(v.name);
+    // A module's forward reads its own file's module scope: those are constants of the model
+    // file, so only mutable bindings are read per call.
+    if (binding === "const" || (isModule && binding === "unresolved")) fixed.push(v.name);
+    else perCall.push(v.name);
+  }
+  return { result, sideEffects, perCall, fixed };
+}
+
+// ---- compile() -------------------------------------------------------------------------------
+
+let tracing = 0;
+
+export function compile<M extends NNModule & { forward: AnyFunction }>(
+  model: M,
+  options?: CompileOptions,
+): CompiledModule<M>;
+export function compile(
+  model: NNModule,
+  options?: CompileOptions,
+): CompiledFunction<(...args: unknown[]) => unknown> & { readonly module: NNModule };
+export function compile<F extends AnyFunction>(
+  fn: F,
+  options?: CompileOptions,
+): CompiledFunction<F>;
+export function compile(
+  target: unknown,
+  options: CompileOptions = {},
+): CompiledFunction<AnyFunction> {
+  const isModule = target instanceof NNModule;
+  if (!isModule && typeof target !== "function") {
+    throw new TypeError(
+      `compile: expected a function or an nn.Module, got ${describeValue(target)}`,
+    );
+  }
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`compile: options must be an object, got ${describeValue(options)}`);
+  }
+  const model = isModule ? (target as NNModule) : undefined;
+  let fn: AnyFunction;
+  if (model) {
+    const f: unknown = (model as unknown as { forward?: unknown }).forward;
+    if (typeof f !== "function") {
+      throw new TypeError(`compile: ${model.className()} has no forward method`);
+    }
+    fn = f as AnyFunction;
+  } else {
+    fn = target as AnyFunction;
+  }
+  const limit = options.recompileLimit ?? 8;
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new TypeError(`compile: recompileLimit must be an integer >= 1, got ${String(limit)}`);
+  }
+  if (options.backend !== undefined) getBackend(options.backend);
+  const cache = programCache(options.cache);
+  const name = model ? model.className() : fn.name || "anonymous";
+  const rootName = model ? "this" : undefined;
+  let names: (string | undefined)[] | undefined;
+  const argName = (i: number) => {
+    if (names === undefined) {
+      const r = getAnalysis().result;
+      const at =
+        r?.source === "file" && r.file !== undefined && r.line !== undefined
+          ? { file: r.file, line: r.line, column: r.column ?? 1 }
+          : undefined;
+      names = parameterNames(fn, at);
+      if (names.length === 0 && at) names = parameterNames(fn);
+    }
+    return names[i] ?? `args[${i}]`;
+  };
+  const pathText = (path: readonly (string | number)[]): string =>
+    path.length === 0 ? "args" : formatPath(argName(path[0] as number), path.slice(1));
+
+  const stats = new StatsCounter();
+  let entries: GraphEntry[] = [];
+  let replay = false;
+  let warned = false;
+  let analysis: Analysis | undefined;
+  let lastTrace: TraceSummary | undefined;
+
+  const getAnalysis = (): Analysis => (analysis ??= analyze(fn, model));
+
+  const lazyOptions = () => ({
+    ...(options.backend !== undefined && { backend: options.backend }),
+    ...(cache !== undefined && { cache }),
+    ...(options.pipeline !== undefined && { pipeline: options.pipeline }),
+  });
+
+  const runUser = (self: unknown, args: readonly unknown[]): unknown =>
+    model ? callForward(self as NNModule, args) : (fn as (...a: unknown[]) => unknown)(...args);
+
+  const readFree = (): unknown[] => {
+    const a = getAnalysis();
+    if (a.perCall.length === 0 || options.guardFreeVariables === false) return [];
+    return readFreeVariables(fn, a.perCall).values;
+  };
+
+  // ---- replay mode ----
+
+  const replayCall = (args: readonly unknown[]): unknown => {
+    const before = lazyStats();
+    const saved = setObserveHook((t, how) => {
+      const loc = userLocation();
+      const what = how === "valueOf" ? "a tensor coerced to a number" : `${how}() on a tensor`;
+      stats.noteBreak(how, `${what} (shape [${t.shape.join(", ")}]) reads data`, loc);
+      log("graph_breaks", () => `${name}: graph break at ${formatLocation(loc)}: ${what}`);
+    });
+    let result: unknown;
+    try {
+      result = lazy(() => runUser(model, args), lazyOptions());
+    } finally {
+      setObserveHook(saved);
+    }
+    realizePending(result);
+    const after = lazyStats();
+    stats.segments += after.graphs - before.graphs;
+    stats.segmentsCompiled += after.compiled - before.compiled;
+    return result;
+  };
+
+  // ---- tracing ----
+
+  const trace = (args: readonly unknown[], settings: unknown[], free: unknown[]): unknown => {
+    const a = getAnalysis();
+    if (options.fullgraph && a.sideEffects.length > 0) {
+      const s = a.sideEffects[0]!;
+      throw new GraphBreakError(`side effect: ${s.reason}`, s.location);
+    }
+    const lazyBefore = lazyStats();
+    const tracer = new Tracer(lazyOptions());
+    const { spec, leaves } = flatten([...args]);
+    const symLeaves = leaves.map((l) =>
+      l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, pathText(l.path)) : l.value,
+    );
+    const symArgs = wrapArgs(tracer, unflatten(spec, symLeaves) as unknown[], [...args], pathText);
+    const fixedModules = model ? [] : fixedFreeModules(a, fn);
+    let self: unknown;
+    if (model) {
+      tracer.swapState(model, "this");
+      self = tracer.wrap(model, "this");
+    }
+    for (const [n, m] of fixedModules) tracer.swapState(m, n);
+    const hook = (t: Tensor, how: string) => {
+      tracer.observe(t, how);
+      const b = tracer.breaks[tracer.breaks.length - 1]!;
+      const where = formatLocation(b.location);
+      log("graph_breaks", () => `${name}: graph break at ${where}: ${b.reason}`);
+      if (options.fullgraph) throw new GraphBreakError(`graph break: ${b.reason}`, b.location);
+    };
+    const saved = setObserveHook(hook);
+    let result: unknown;
+    tracing++;
+    try {
+      result = withMode(tracer.mode, () => runUser(self, symArgs));
+    } finally {
+      tracing--;
+      setObserveHook(saved);
+      tracer.restore();
+    }
+    if (isThenable(result)) {
+      throw new TypeError(
+        `compile(${name}): the function returned a Promise; compiled code must be synchronous`,
+      );
+    }
+    const reasons = [...a.sideEffects, ...tracer.unreplayable];
+    const out = flatten(result);
+    const outLeaves: OutLeaf[] = [];
+    const requested: Src[] = [];
+    const leafFor = (v: unknown, leafPath: string): OutLeaf | undefined => {
+      if (v instanceof Tensor) {
+        const src = tracer.srcOfTensor(v);
+        switch (src.kind) {
+          case "node":
+            requested.push(src);
+            return { kind: "result", index: requested.length - 1 };
+          case "slot": {
+            const slot = tracer.slots[src.slot]!;
+            return slot.kind === "arg"
+              ? { kind: "arg", keys: slot.keys }
+              : { kind: "state", owner: slot.owner, key: slot.key };
+          }
+          case "const":
+            return { kind: "const", value: new Tensor(src.impl) };
+          case "scalar":
+            return { kind: "const", value: src.value };
+          default: {
+            const never: never = src;
+            throw new Error(`unknown src ${String(never)}`);
+          }
+        }
+      }
+      const raw = tracer.unwrap(v);
+      if (raw === null || (typeof raw !== "object" && typeof raw !== "function")) {
+        return { kind: "const", value: raw };
+      }
+      const argLeaf = leaves.find((l) => l.kind === "opaque" && l.value === raw);
+      if (argLeaf) return { kind: "arg", keys: argLeaf.path };
+      if (raw !== v || raw === model) return { kind: "const", value: raw };
+      reasons.push({
+        reason:
+          `returns ${describeValue(raw)} at ${leafPath} made by the call; compiled programs ` +
+          `return tensors, primitives, arrays and plain objects`,
+        location: undefined,
+      });
+      return undefined;
+    };
+    for (const l of out.leaves) {
+      const leaf = leafFor(l.value, formatPath("result", l.path));
+      if (leaf) outLeaves.push(leaf);
+    }
+    const writes: { target: object; key: string; leaf: OutLeaf }[] = [];
+    for (const w of tracer.writes) {
+      const leaf: OutLeaf | undefined =
+        w.value.kind === "tensor"
+          ? leafFor(w.value.tensor, w.path)
+          : { kind: "const", value: w.value.value };
+      if (leaf) writes.push({ target: w.target, key: w.key, leaf });
+    }
+    const segments = tracer.breaks.length + 1;
+    const opsPerSegment = Array.from({ length: segments }, (_, i) =>
+      tracer.nodes.filter((n) => n.segment === i).length,
+    );
+    const summaryBase = {
+      ops: tracer.nodes.length,
+      segments,
+      opsPerSegment,
+      breaks: tracer.breaks.map((b) => ({ reason: b.reason, location: b.location })),
+      replayReasons: [
+        ...reasons,
+        ...tracer.breaks.map((b) => ({ reason: `graph break: ${b.reason}`, location: b.location })),
+      ],
+    };
+    if (reasons.length > 0 || tracer.breaks.length > 0) {
+      // Replay mode from now on; this call's values are lazy mode's (already correct).
+      if (options.fullgraph && reasons.length > 0) {
+        throw new GraphBreakError(`cannot replay: ${reasons[0]!.reason}`, reasons[0]!.location);
+      }
+      for (const b of tracer.breaks) stats.noteBreak(b.how, b.reason, b.location);
+      for (const r of summaryBase.replayReasons) stats.noteReplayReason(r.reason, r.location);
+      replay = true;
+      stats.mode = "replay";
+      lastTrace = { ...summaryBase, guards: [], module: undefined };
+      log("recompiles", () => `${name}: runs in replay mode: ${reasons.concat(summaryBase.breaks)
+        .map((r) => `${r.reason} at ${formatLocation(r.location)}`).join("; ")}`);
+      const final = unflatten(
+        out.spec,
+        out.leaves.map((l) => restoreLeaf(tracer, l.value, args)),
+      );
+      fixWrites(tracer, args);
+      realizePending(final);
+      const lazyAfter = lazyStats();
+      stats.segments += lazyAfter.graphs - lazyBefore.graphs;
+      stats.segmentsCompiled += lazyAfter.compiled - lazyBefore.compiled;
+      return final;
+    }
+    // ---- graph mode: build, compile, run, then publish ----
+    const slotValue = (slot: number): Tensor => tracer.slotTensors[slot]!;
+    let exe: Executable | undefined;
+    let module: GraphEntry["module"];
+    let bindings: readonly Binding[] = [];
+    let resultIndex: readonly number[] = [];
+    let ops = 0;
+    let tuple = false;
+    if (requested.length > 0) {
+      const program = buildProgram(
+        name,
+        requested,
+        (s) => concreteOf(slotValue(s)),
+        tracer.slots,
+        options.freeze === true,
+      );
+      bindings = program.bindings;
+      resultIndex = program.resultIndex;
+      ops = program.ops;
+      tuple = program.results > 1;
+      const r = compileProgram(program.module, options.backend, cache, options.pipeline);
+      exe = r.executable;
+      module = program.module;
+      if (r.hit !== "miss") stats.programCacheHits++;
+    }
+    const guardSpecs = buildGuards({
+      spec,
+      leaves,
+      pathText,
+      settings,
+      free,
+      freeNames: getAnalysis().perCall,
+      fixed: fixedGuards(a, fn),
+      reads: tracer.reads,
+      slots: tracer.slots,
+      used: bindings,
+      freeze: options.freeze === true,
+      backendGiven: options.backend !== undefined,
+    });
+    const guards = new GuardSet(guardSpecs);
+    const readers = bindings.map((bd) => bindingReader(bd, tracer.slots));
+    const entry: GraphEntry = {
+      guards,
+      exe,
+      module,
+      readers,
+      tuple,
+      outSpec: out.spec,
+      outLeaves: outLeaves.map((l) =>
+        l.kind === "result" ? { kind: "result", index: resultIndex[l.index]! } : l,
+      ),
+      writes: writes.map((w) => ({
+        ...w,
+        leaf:
+          w.leaf.kind === "result"
+            ? { kind: "result", index: resultIndex[w.leaf.index]! }
+            : w.leaf,
+      })),
+      ops,
+      freeNames: getAnalysis().perCall,
+    };
+    tracer.undoWrites();
+    const value = runEntry(entry, args);
+    entries.push(entry);
+    stats.compiles++;
+    stats.mode = "graph";
+    lastTrace = { ...summaryBase, guards: guards.guards, module };
+    if (logEnabled("guards")) {
+      log("guards", `${name}: entry ${entries.length} guards (${guards.specs.length}):`);
+      for (const g of guards.guards) log("guards", `  ${describeGuard(g)}`);
+    }
+    return value;
+  };
+
+  // ---- the callable ----
+
+  function compiled(this: unknown, ...args: unknown[]): unknown {
+    stats.calls++;
+    if (tracing > 0) {
+      // Inside another function's trace: inline, so the outer trace records these ops.
+      return runUser(model, args);
+    }
+    if (replay) return replayCall(args);
+    const settings = settingsNow();
+    const free = entries.length > 0 || getAnalysis().perCall.length > 0 ? readFree() : [];
+    const inputs = { args, free, settings };
+    for (const e of entries) {
+      if (e.guards.first(inputs) < 0) {
+        stats.cacheHits++;
+        return runEntry(e, args);
+      }
+    }
+    if (entries.length > 0) {
+      // The reason is taken from the closest entry: the one that failed latest in its list
+      // (the newest among equals), so a third shape names the dim, not an older dtype.
+      let closest = entries[0]!;
+      let depth = -1;
+      for (const e of entries) {
+        const i = e.guards.first(inputs);
+        if (i >= depth) {
+          depth = i;
+          closest = e;
+        }
+      }
+      const f = closest.guards.failure(inputs) ?? {
+        index: 0,
+        guard: closest.guards.guards[0]!,
+        reason: "a guard failed",
+      };
+      log("guards", () => `${name}: guard failed: ${f.reason}`);
+      if (options.errorOnRecompile) throw new RecompileError(name, f.reason, f.guard);
+      if (entries.length >= limit) {
+        stats.fallbacks.push({ call: stats.calls, reason: f.reason });
+        if (!warned) {
+          warned = true;
+          console.warn(
+            `kiln: compile(${name}) reached its recompile limit (${limit}); running eagerly ` +
+              `from now on when no entry matches. Last failing guard: ${f.reason}`,
+          );
+        }
+        return runUser(model, args);
+      }
+      stats.recompiles.push({ call: stats.calls, reason: f.reason, guard: f.guard });
+      log("recompiles", () => `${name}: recompiling (call ${stats.calls}): ${f.reason}`);
+    }
+    return trace(args, settings, free);
+  }
+
+  const internals: Internals = {
+    name,
+    entries: () => entries,
+    lastTrace: () => lastTrace,
+    analysis: () => getAnalysis().result,
+  };
+  Object.defineProperties(compiled, {
+    stats: { get: () => stats.snapshot(entries.length) },
+    module: { value: model },
+    original: { value: fn },
+    guards: { get: () => entries.map((e) => e.guards.guards) },
+    reset: {
+      value: () => {
+        entries = [];
+        replay = false;
+        warned = false;
+        stats.mode = "none";
+      },
+    },
+    [INTERNALS]: { value: internals },
+  });
+  return compiled as unknown as CompiledFunction<AnyFunction>;
+}
+
+// ---- Running an entry ------------------------------------------------------------------------
+
+function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
+  let results: EvalValue[] = [];
+  if (e.exe) {
+    const out = e.exe.run(e.readers.map((r) => r(args)));
+    results = e.tuple ? (out as EvalValue[]) : [out];
+  }
+  const tensors: (Tensor | undefined)[] = results.map(() => undefined);
+  const produce = (l: OutLeaf): unknown => {
+    switch (l.kind) {
+      case "result":
+        return (tensors[l.index] ??= tensorFromLiteral(single(results[l.index]!)));
+      case "arg": {
+        let v: unknown = args;
+        for (const k of l.keys) v = (v as Record<string | number, unknown>)[k];
+        return v;
+      }
+      case "state":
+        return (l.owner as Record<string, unknown>)[l.key];
+      case "const":
+        return l.value instanceof Tensor ? new Tensor(l.value.impl) : l.value;
+      default: {
+        const never: never = l;
+        throw new Error(`unknown output ${String(never)}`);
+      }
+    }
+  };
+  const value = unflatten(e.outSpec, e.outLeaves.map(produce));
+  for (const w of e.writes) (w.target as Record<string, unknown>)[w.key] = produce(w.leaf);
+  return value;
+}
+
+function bindingReader(
+  bd: Binding,
+  slots: readonly InputSlot[],
+): (args: readonly unknown[]) => Literal {
+  switch (bd.kind) {
+    case "const": {
+      const lit = operandLiteral(new Tensor(bd.impl));
+      return () => lit;
+    }
+    case "scalar": {
+      const lit = operandLiteral(bd.value);
+      return () => lit;
+    }
+    case "slot": {
+      const slot = slots[bd.slot]!;
+      if (slot.kind === "state") {
+        const owner = slot.owner as Record<string, Tensor>;
+        const key = slot.key;
+        return () => operandLiteral(owner[key]!);
+      }
+      const keys = slot.keys;
+      return (args) => {
+        let v: unknown = args;
+        for (const k of keys) v = (v as Record<string | number, unknown>)[k];
+        return operandLiteral(v as Tensor);
+      };
+    }
+    default: {
+      const never: never = bd;
+      throw new Error(`unknown binding ${String(never)}`);
+    }
+  }
+}
+
+function compileProgram(
+  module: import("../ir/module.ts").Module,
+  backend: string | undefined,
+  cache: ProgramCache | false | undefined,
+  pipeline: PipelineOptions | undefined,
+): CompileResult {
+  const opts = {
+    ...(backend !== undefined && { backend }),
+    ...(cache !== undefined && { cache }),
+    ...(pipeline !== undefined && { pipeline }),
+  };
+  try {
+    return compileModule(module, opts);
+  } catch (e) {
+    const name = getBackend(backend).name;
+    if (!(e instanceof UnsupportedError) || name === interpreterBackend.name) throw e;
+    log("perf", () => `compile: falls back to the interpreter: ${e.message}`);
+    return compileModule(module, { ...opts, backend: interpreterBackend.name });
+  }
+}
+
+// ---- Guards of an entry ----------------------------------------------------------------------
+
+interface GuardSources {
+  readonly spec: TreeSpec;
+  readonly leaves: readonly Leaf[];
+  readonly pathText: (path: readonly (string | number)[]) => string;
+  readonly settings: readonly unknown[];
+  readonly free: readonly unknown[];
+  readonly freeNames: readonly string[];
+  readonly fixed: readonly GuardSpec[];
+  readonly reads: readonly GuardSpec[];
+  readonly slots: readonly InputSlot[];
+  readonly used: readonly Binding[];
+  readonly freeze: boolean;
+  readonly backendGiven: boolean;
+}
+
+function buildGuards(s: GuardSources): GuardSpec[] {
+  const out: GuardSpec[] = [];
+  for (const [i, n] of SETTING_NAMES.entries()) {
+    if (i === 0 && s.backendGiven) continue;
+    out.push({
+      guard: { kind: "value", path: n, expected: s.settings[i] },
+      access: { root: "setting", index: i },
+      test: "plain",
+    });
+  }
+  // Argument structure, container by container, then leaves (parents before children).
+  const walk = (spec: TreeSpec, keys: (string | number)[]): void => {
+    const path = s.pathText(keys);
+    switch (spec.type) {
+      case "array":
+        if (keys.length === 0) {
+          out.push({
+            guard: { kind: "value", path: "arguments.length", expected: spec.items.length },
+            access: { root: "argCount" },
+            test: "plain",
+          });
+        } else {
+          out.push({
+            guard: { kind: "value", path, expected: spec.items.length },
+            access: { root: "arg", keys },
+            test: "array",
+          });
+        }
+        spec.items.forEach((c, i) => walk(c, [...keys, i]));
+        return;
+      case "object":
+        out.push({
+          guard: { kind: "value", path, expected: "object" },
+          access: { root: "arg", keys },
+          test: "object",
+        });
+        out.push({
+          guard: { kind: "value", path: `Object.keys(${path})`, expected: spec.keys.join(",") },
+          access: { root: "keys", of: { root: "arg", keys } },
+          test: "plain",
+        });
+        spec.keys.forEach((k, i) => walk(spec.items[i]!, [...keys, k]));
+        return;
+      case "leaf":
+        return;
+      default: {
+        const never: never = spec;
+        throw new Error(`unknown spec ${String(never)}`);
+      }
+    }
+  };
+  walk(s.spec, []);
+  for (const l of s.leaves) {
+    const path = s.pathText(l.path);
+    const access = { root: "arg", keys: l.path } as const;
+    if (l.kind === "tensor") {
+      const t = l.value as Tensor;
+      out.push({ guard: { kind: "dtype", path, expected: t.dtype }, access, test: "tensor" });
+      out.push({ guard: { kind: "shape", path, expected: [...t.shape] }, access, test: "tensor" });
+    } else if (l.kind === "opaque") {
+      out.push({ guard: { kind: "identity", path, expected: l.value }, access, test: "plain" });
+    } else {
+      out.push({ guard: { kind: "value", path, expected: l.value }, access, test: "plain" });
+    }
+  }
+  for (const [i, n] of s.freeNames.entries()) {
+    const v = s.free[i];
+    const primitive = v === null || (typeof v !== "object" && typeof v !== "function");
+    out.push({
+      guard: { kind: primitive ? "value" : "identity", path: n, expected: v },
+      access: { root: "free", index: i },
+      test: "plain",
+    });
+  }
+  out.push(...s.fixed);
+  const reads = [...s.reads];
+  const usedSlots = new Set<number>();
+  for (const b of s.used) if (b.kind === "slot") usedSlots.add(b.slot);
+  for (const [i, slot] of s.slots.entries()) {
+    if (slot.kind !== "state") continue;
+    const access = { root: "ref", ref: slot.owner, key: slot.key } as const;
+    if (s.freeze) {
+      // The value is folded in: guard the very tensor value (its impl) by identity.
+      const t = (slot.owner as Record<string, Tensor>)[slot.key]!;
+      out.push({
+        guard: { kind: "identity", path: `${slot.path}.impl`, expected: t.impl },
+        access: { root: "ref", ref: t, key: "impl" },
+        test: "plain",
+      });
+      continue;
+    }
+    if (!usedSlots.has(i)) continue;
+    const impl = (slot.owner as Record<string, Tensor>)[slot.key]?.impl;
+    const base: GuardSpec[] = [
+      { guard: { kind: "dtype", path: slot.path, expected: slot.dtype }, access, test: "tensor" },
+      {
+        guard: { kind: "shape", path: slot.path, expected: [...slot.shape] },
+        access,
+        test: "tensor",
+      },
+    ];
+    const pair = base.map((g) => (impl ? { ...g, impl } : g));
+    // Right after the identity guard on the same property, so the check loads it once.
+    const at = reads.findIndex(
+      (r) => r.access.root === "ref" && r.access.ref === slot.owner && r.access.key === slot.key,
+    );
+    if (at >= 0) reads.splice(at + 1, 0, ...pair);
+    else reads.push(...pair);
+  }
+  out.push(...reads);
+  return out;
+}
+
+/** Guards on free variables whose binding cannot change (const): what they hold. */
+function fixedGuards(a: Analysis, fn: AnyFunction): GuardSpec[] {
+  if (a.fixed.length === 0) return [];
+  const { values } = readFreeVariables(fn, a.fixed);
+  const out: GuardSpec[] = [];
+  const deep = (v: unknown, path: string, depth: number): void => {
+    if (depth > 8 || !isContainer(v)) return;
+    const entries: [string | number, unknown][] = Array.isArray(v)
+      ? v.map((x, i) => [i, x])
+      : Object.entries(v);
+    if (Array.isArray(v)) {
+      out.push({
+        guard: { kind: "value", path: `${path}.length`, expected: v.length },
+        access: { root: "ref", ref: v, key: "length" },
+        test: "plain",
+      });
+    }
+    for (const [k, x] of entries) {
+      const p = formatPath(path, [k]);
+      const at = { root: "ref", ref: v, key: k } as const;
+      if (x === null || (typeof x !== "object" && typeof x !== "function")) {
+        out.push({ guard: { kind: "value", path: p, expected: x }, access: at, test: "plain" });
+      } else if (x instanceof Tensor) {
+        out.push({
+          guard: { kind: "identity", path: `${p}.impl`, expected: x.impl },
+          access: { root: "ref", ref: x, key: "impl" },
+          test: "plain",
+        });
+      } else {
+        out.push({ guard: { kind: "identity", path: p, expected: x }, access: at, test: "plain" });
+        deep(x, p, depth + 1);
+      }
+    }
+  };
+  for (const [i, n] of a.fixed.entries()) {
+    const v = values[i];
+    if (v instanceof Tensor) {
+      out.push({
+        guard: { kind: "identity", path: `${n}.impl`, expected: v.impl },
+        access: { root: "ref", ref: v, key: "impl" },
+        test: "plain",
+      });
+    } else if (v instanceof NNModule) {
+      for (const [p, m] of v.namedModules()) {
+        out.push({
+          guard: {
+            kind: "value",
+            path: formatPath(n, p === "" ? ["training"] : [...p.split("."), "training"]),
+            expected: m.training,
+          },
+          access: { root: "ref", ref: m, key: "training" },
+          test: "plain",
+        });
+      }
+    } else {
+      deep(v, n, 0);
+    }
+  }
+  return out;
+}
+
+/** Modules held by const free variables: their state becomes inputs, like the root's. */
+function fixedFreeModules(a: Analysis, fn: AnyFunction): [string, NNModule][] {
+  if (a.fixed.length === 0) return [];
+  const { values } = readFreeVariables(fn, a.fixed);
+  const out: [string, NNModule][] = [];
+  for (const [i, n] of a.fixed.entries()) {
+    const v = values[i];
+    if (v instanceof NNModule) out.push([n, v]);
+  }
+  return out;
+}
+
+// ---- Helpers ---------------------------------------------------------------------------------
+
+/** Argument containers as write-catching proxies over the copies the trace hands out. */
+function wrapArgs(
+  tracer: Tracer,
+  copy: unknown[],
+  original: unknown[],
+  pathText: (path: readonly (string | number)[]) => string,
+): unknown[] {
+  const wrapValue = (c: unknown, o: unknown, path: (string | number)[]): unknown => {
+    if (!isContainer(c) || !isContainer(o)) return c;
+    if (Array.isArray(c)) {
+      for (let i = 0; i < c.length; i++) c[i] = wrapValue(c[i], (o as unknown[])[i], [...path, i]);
+    } else {
+      const oc = o as Record<string, unknown>;
+      for (const k of Object.keys(c)) c[k] = wrapValue(c[k], oc[k], [...path, k]);
+    }
+    return tracer.wrapArgContainer(c as object, o as object, pathText(path));
+  };
+  return copy.map((c, i) => wrapValue(c, original[i], [i]));
+}
+
+function concreteOf(t: Tensor): Tensor {
+  const impl = t.impl;
+  if (impl instanceof TracedInputImpl) return impl.concrete;
+  return t;
+}
+
+/** A result leaf of a replayed trace with symbolic inputs swapped back for the caller's. */
+function restoreLeaf(tracer: Tracer, v: unknown, args: readonly unknown[]): unknown {
+  if (v instanceof Tensor && v.impl instanceof TracedInputImpl) {
+    const slot = tracer.slots[v.impl.slot]!;
+    if (slot.kind === "state") return v; // the swapped tensor itself, restored already
+    let x: unknown = args;
+    for (const k of slot.keys) x = (x as Record<string | number, unknown>)[k];
+    return x;
+  }
+  return tracer.unwrap(v);
+}
+
+/** Values the trace wrote into modules that are still symbolic get the caller's tensors. */
+function fixWrites(tracer: Tracer, args: readonly unknown[]): void {
+  for (const w of tracer.writes) {
+    if (w.value.kind !== "tensor") continue;
+    const t = w.value.tensor;
+    if (t.impl instanceof TracedInputImpl) {
+      (w.target as Record<string, unknown>)[w.key] = restoreLeaf(tracer, t, args);
+    }
+  }
+}
+
+function realizePending(value: unknown): void {
+  const list: Tensor[] = [];
+  const visit = (v: unknown, depth: number) => {
+    if (v instanceof Tensor) {
+      if (v.impl.kind === "lazy") list.push(v);
+      return;
+    }
+    if (depth > 16 || !isContainer(v)) return;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) visit(x, depth + 1);
+  };
+  visit(value, 0);
+  if (list.length > 0) realizeAll(list);
+}
+
+function isThenable(v: unknown): boolean {
+  return (
+    typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function"
+  );
+}
+
+/** A guard as one line (`x.shape == [2, 16]`, `this.training === false`). */
+export function describeGuard(g: Guard): string {
+  switch (g.kind) {
+    case "dtype":
+      return `${g.path}.dtype == ${String(g.expected)}`;
+    case "shape":
+      return `${g.path}.shape == [${(g.expected as number[]).join(", ")}]`;
+    case "value":
+      return `${g.path} === ${describeValue(g.expected)}`;
+    case "identity":
+      return `${g.path} is ${describeValue(g.expected)} (same object)`;
+    case "range": {
+      const [lo, hi] = g.expected as [number, number];
+      return `${lo} <= ${g.path} <= ${hi}`;
+    }
+    default: {
+      const never: never = g.kind;
+      throw new Error(`unknown guard kind ${String(never)}`);
+    }
+  }
+}
+
+/** True while some compiled function is tracing (nested compiled calls inline). */
+export function isTracing(): boolean {
+  return tracing > 0 || currentMode().name === "trace";
+}

@@ -1,0 +1,131 @@
+// explain(modelOrFunction, ...exampleArgs): what compile() makes of some code, in words. It
+// compiles the target and calls it once with the example arguments (so the code runs once, side
+// effects included, as torch._dynamo.explain does), then reports the graphs and the frontend
+// ops in each, every graph break and replay-mode reason with the user's source line, the guards
+// a compiled call checks, and what the static analysis found (side effects, free variables,
+// likely breaks). `toString()` is the report the CLI prints.
+
+import { printHlo } from "../ir/print.ts";
+import type { Module as NNModule } from "../tensor/nn/module.ts";
+import {
+  compile,
+  type CompileOptions,
+  describeGuard,
+  INTERNALS,
+} from "./compile.ts";
+import type { Guard } from "./guards.ts";
+import { formatLocation, type SourceLocation } from "./source.ts";
+
+export interface ExplainedPlace {
+  readonly reason: string;
+  readonly location: SourceLocation | undefined;
+  /** `file:line:col`. */
+  readonly where: string;
+}
+
+export interface Explanation {
+  /** The function (or module class) explained. */
+  readonly name: string;
+  /** "graph": one guarded program; "replay": the JS runs each call over lazy segments. */
+  readonly mode: "graph" | "replay";
+  /** Graphs the code splits into (breaks + 1 with any ops; 0 when it runs no op). */
+  readonly graphs: number;
+  /** Frontend ops recorded per graph. */
+  readonly opsPerGraph: readonly number[];
+  readonly graphBreaks: readonly ExplainedPlace[];
+  readonly replayReasons: readonly ExplainedPlace[];
+  /** The guards a compiled call checks (graph mode). */
+  readonly guards: readonly Guard[];
+  /** The program (HLO text, before optimization) in graph mode. */
+  readonly program: string | undefined;
+  /** Static findings (compiler/analyze.ts), with their lines. */
+  readonly sideEffects: readonly ExplainedPlace[];
+  readonly likelyBreaks: readonly ExplainedPlace[];
+  readonly freeVariables: readonly string[];
+  toString(): string;
+}
+
+type AnyFunction = (...args: never[]) => unknown;
+
+/** Compiles `target`, runs it once on `args`, and reports what happened (see the file comment). */
+export function explain(
+  target: AnyFunction | NNModule,
+  ...args: unknown[]
+): Explanation {
+  return explainWith(target, {}, ...args);
+}
+
+/** explain() with compile options (fullgraph is ignored: explain reports breaks, not throws). */
+export function explainWith(
+  target: AnyFunction | NNModule,
+  options: CompileOptions,
+  ...args: unknown[]
+): Explanation {
+  const c = compile(target as AnyFunction, {
+    ...options,
+    fullgraph: false,
+    cache: options.cache ?? "memory",
+  });
+  (c as unknown as (...a: unknown[]) => unknown)(...args);
+  const internals = c[INTERNALS];
+  const t = internals.lastTrace();
+  if (!t) throw new Error(`explain(${internals.name}): the call produced no trace`);
+  const analysis = internals.analysis();
+  const place = (reason: string, location: SourceLocation | undefined): ExplainedPlace => ({
+    reason,
+    location,
+    where: formatLocation(location),
+  });
+  const at = (line: number, column: number, file?: string) => {
+    const f = file ?? analysis?.file;
+    return f !== undefined ? { file: f, line, column } : undefined;
+  };
+  const mode = c.stats.mode === "replay" ? "replay" : "graph";
+  const graphs = t.ops === 0 ? 0 : t.opsPerSegment.filter((n) => n > 0).length;
+  const e = {
+    name: internals.name,
+    mode,
+    graphs,
+    opsPerGraph: t.opsPerSegment.filter((n) => n > 0),
+    graphBreaks: t.breaks.map((b) => place(b.reason, b.location)),
+    replayReasons: t.replayReasons.map((r) => place(r.reason, r.location)),
+    guards: t.guards,
+    program: t.module ? printHlo(t.module) : undefined,
+    sideEffects: (analysis?.sideEffects ?? []).map((s) =>
+      place(`${s.call}: ${s.reason}`, at(s.line, s.column, s.file)),
+    ),
+    likelyBreaks: (analysis?.dataDependent ?? []).map((d) =>
+      place(`${d.expr}: ${d.reason}`, at(d.line, d.column, d.file)),
+    ),
+    freeVariables: [...new Set((analysis?.freeVariables ?? []).map((v) => v.name))],
+  } as const;
+  return { ...e, toString: () => report(e) };
+}
+
+function report(e: Omit<Explanation, "toString">): string {
+  const lines: string[] = [];
+  lines.push(`explain(${e.name}): ${e.mode} mode`);
+  lines.push(
+    `  graphs: ${e.graphs}${e.graphs > 0 ? ` (ops per graph: ${e.opsPerGraph.join(", ")})` : ""}`,
+  );
+  lines.push(`  graph breaks: ${e.graphBreaks.length}`);
+  for (const [i, b] of e.graphBreaks.entries()) lines.push(`    ${i + 1}. ${b.where}: ${b.reason}`);
+  if (e.mode === "replay") {
+    lines.push(`  replay mode because:`);
+    for (const r of e.replayReasons) lines.push(`    - ${r.where}: ${r.reason}`);
+  }
+  if (e.guards.length > 0) {
+    lines.push(`  guards: ${e.guards.length}`);
+    for (const g of e.guards) lines.push(`    ${describeGuard(g)}`);
+  }
+  if (e.sideEffects.length > 0) {
+    lines.push(`  side effects (static):`);
+    for (const s of e.sideEffects) lines.push(`    - ${s.where}: ${s.reason}`);
+  }
+  if (e.likelyBreaks.length > 0) {
+    lines.push(`  likely graph breaks (static):`);
+    for (const s of e.likelyBreaks) lines.push(`    - ${s.where}: ${s.reason}`);
+  }
+  if (e.freeVariables.length > 0) lines.push(`  free variables: ${e.freeVariables.join(", ")}`);
+  return lines.join("\n");
+}

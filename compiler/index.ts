@@ -1,0 +1,22 @@
+// The compiler's public surface: compile() and explain(), their options and stats types, the
+// errors they throw, and guards as data.
+
+export {
+  compile,
+  describeGuard,
+  type CompiledFunction,
+  type CompiledModule,
+  type CompileOptions,
+} from "./compile.ts";
+export {
+  GraphBreakError,
+  RecompileError,
+  type CompileStats,
+  type FallbackRecord,
+  type GraphBreakRecord,
+  type RecompileRecord,
+  type ReplayRecord,
+} from "./stats.ts";
+export type { Guard, GuardKind } from "./guards.ts";
+export type { SourceLocation } from "./source.ts";
+export { explain, explainWith, type Explanation, type ExplainedPlace } from "./explain.ts";
