@@ -1,11 +1,12 @@
 // Program-cache benchmark: cold compile against warm loads of a large module (a 12-layer
 // transformer stack of causal attention, layer norm and a tanh MLP, built with the builder) on
-// every registered backend that can be cached on disk (the interpreter now, `js` once it
-// registers). Warm is measured three ways: a memory hit, a fresh ProgramCache on the populated
-// directory, and a genuinely new process (this script re-run as a child, timing only
-// getOrCompile inside it, plus the child's whole wall time against a cold child's), for entries
-// that hold only the backend payload and for ones that also store the compiled module (what a
-// pass pipeline produces). Prints a table; the goal for `js` is warm >= 10x faster than cold.
+// every registered backend that can be cached on disk (the interpreter and `js`; GPT-2 small's
+// own graph is bench/compile.ts). Warm is measured three ways: a memory hit, a fresh
+// ProgramCache on the populated directory, and a genuinely new process (this script re-run as
+// a child, timing only getOrCompile inside it, plus the child's whole wall time against a cold
+// child's), for entries that hold only the backend payload and for ones that also store the
+// compiled module (what a pass pipeline produces). Prints a table; the goal for `js` is warm
+// >= 10x faster than cold.
 //
 //   npx tsx bench/cache.ts [--layers 12] [--reps 5]
 

@@ -25,7 +25,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cloneModule } from "../ir/clone.ts";
 import { fingerprint } from "../ir/fingerprint.ts";
-import { literal, type Literal, literalsIdentical } from "../ir/literal.ts";
+import { Literal, literalsIdentical } from "../ir/literal.ts";
 import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
 import { fullConfig, GPT2, inputs } from "../models/gpt2.ts";
@@ -166,20 +166,20 @@ function warmParts(module: Module, dir: string): [string, number][] {
   ];
 }
 
-/** Deterministic small ids and weights-sized inputs for --run. */
+/** Deterministic inputs for --run: ids in [0, 1000), floats in [-0.02, 0.02). */
 function inputsFor(module: Module): Literal[] {
   let s = 12345;
+  const next = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0);
   return module.entry.parameters.map((p) => {
     if (p.shape.kind !== "array") throw new Error("bench: tuple parameter");
-    const n = p.shape.dims.reduce((a, d) => a * d, 1);
-    const t = p.shape.type;
-    const vals = Array.from({ length: n }, () => {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      return t === "s64" || t === "s32" ? s % 1000 : (s / 2 ** 31 - 1) * 0.02;
-    });
-    return t === "s64"
-      ? literal(t, [...p.shape.dims], vals.map((v) => BigInt(v)))
-      : literal(t, [...p.shape.dims], vals);
+    const { type, dims } = p.shape;
+    const n = dims.reduce((a, d) => a * d, 1);
+    if (type === "s64") return new Literal(type, dims, BigInt64Array.from({ length: n }, () =>
+      BigInt(next() % 1000)));
+    if (type !== "f32") throw new Error(`bench: no inputs of type ${type}`);
+    const data = new Float32Array(n);
+    for (let i = 0; i < n; i++) data[i] = (next() / 2 ** 31 - 1) * 0.02;
+    return new Literal(type, dims, data);
   });
 }
 

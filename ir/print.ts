@@ -618,6 +618,8 @@ export function computationPrintOrder(module: Module): Computation[] {
  * order, then instructions the ROOT does not reach, in stored order (still topological).
  */
 export function canonicalInstructionOrder(c: Computation): Instruction[] {
+  const memo = canonicalMemo?.get(c);
+  if (memo) return memo;
   const out: Instruction[] = [...c.parameters];
   const done = new Set<Instruction>(out);
   if (c.instructions.length > 0) {
@@ -639,8 +641,12 @@ export function canonicalInstructionOrder(c: Computation): Instruction[] {
     }
   }
   for (const i of instructionPrintOrder(c)) if (!done.has(i)) out.push(i);
+  canonicalMemo?.set(c, out);
   return out;
 }
+
+/** Canonical orders computed during one canonical print (each is needed three times). */
+let canonicalMemo: Map<Computation, Instruction[]> | undefined;
 
 /**
  * Computations in canonical order: a post-order walk of the call graph from the entry (callees
@@ -663,6 +669,14 @@ export function canonicalComputationOrder(module: Module): Computation[] {
 
 /** The whole module in HLO text, ending with a newline. */
 export function printHlo(module: Module, options: PrintOptions = {}): string {
+  if (options.canonicalNames && canonicalMemo === undefined) {
+    canonicalMemo = new Map();
+    try {
+      return printHlo(module, options);
+    } finally {
+      canonicalMemo = undefined;
+    }
+  }
   const n = new Names(module, options.canonicalNames);
   const order = options.canonicalNames
     ? canonicalComputationOrder(module)

@@ -37,10 +37,10 @@ export interface Backend {
    */
   deserialize?(module: Module, payload: Uint8Array): Executable;
   /**
-   * Optional, preferred to `deserialize` by the cache when present: the same, for a backend
-   * whose payload is enough to run, so the stored module is decoded only if it is asked for
-   * (`module()`, memoized; `exe.module`, say). Decoding a large module can cost more than the
-   * rest of a load.
+   * Optional: like `deserialize`, for a backend whose payload is enough to run; the cache
+   * prefers it when the entry stores a module, which is then decoded only if it is asked for
+   * (`module()`, memoized: for `exe.module`, say), as decoding a large module can cost more
+   * than the rest of a load. Checks that need the module are deferred with it.
    */
   deserializeDeferred?(module: () => Module, payload: Uint8Array): Executable;
 }

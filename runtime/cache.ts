@@ -420,9 +420,7 @@ export class ProgramCache {
       // No module stored: the program was compiled from the key's module itself, which the
       // caller holds (equal up to names, as the fingerprint matched), so skip decoding one.
       if (r.moduleProto.length === 0) {
-        exe = b.deserializeDeferred
-          ? b.deserializeDeferred(() => keyModule, r.payload)
-          : b.deserialize(keyModule, r.payload);
+        exe = b.deserialize(keyModule, r.payload);
       } else if (b.deserializeDeferred) {
         // A copy, so the executable does not keep the whole entry file alive.
         const proto = new Uint8Array(r.moduleProto);

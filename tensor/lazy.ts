@@ -506,10 +506,15 @@ function realizeImpls(requested: readonly LazyImpl[]): void {
   counters.maxOps = Math.max(counters.maxOps, p.steps.length);
   if (compiled.hit === "miss") counters.compiled++;
   else counters.cacheHits++;
+  const exe = compiled.exe;
   lastGraph = {
-    executable: compiled.exe,
-    module: compiled.exe.module,
-    backend: compiled.exe.backend,
+    executable: exe,
+    // A getter: reading the module of a program loaded from disk decodes it, which costs more
+    // than the run itself for a large graph, so only tools that look at it pay.
+    get module() {
+      return exe.module;
+    },
+    backend: exe.backend,
     hit: compiled.hit,
     ops: p.steps.length,
     outputs: p.results.length,

@@ -348,21 +348,26 @@ function decodeData(e: unknown, blob: Uint8Array, path: string): unknown {
       throw new Error(`${path}: unknown typed array ${String(name)}`);
     }
     const Ctor = TYPED[name as TypedName];
-    const bytes = Number.isSafeInteger(n) ? (n as number) * Ctor.BYTES_PER_ELEMENT : NaN;
-    if (!Number.isSafeInteger(at) || !(bytes >= 0) || (at as number) < 0 ||
-      (at as number) + bytes > blob.length) {
+    const length = Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : -1;
+    const start = Number.isSafeInteger(at) && (at as number) >= 0 ? (at as number) : -1;
+    const bytes = length * Ctor.BYTES_PER_ELEMENT;
+    if (length < 0 || start < 0 || start + bytes > blob.length) {
       throw new Error(`${path}: typed array at ${String(at)} (${String(n)}) is outside the blob`);
     }
     // A copy in its own (aligned) buffer; `new Uint8Array(view)` copies even when the view is
     // a Buffer, whose slice() would share the file's memory.
-    const copy = new Uint8Array(blob.subarray(at as number, (at as number) + bytes));
-    return new Ctor(copy.buffer, 0, n as number);
+    const copy = new Uint8Array(blob.subarray(start, start + bytes));
+    return new Ctor(copy.buffer, 0, length);
   }
   if ("$obj" in e && keys.length === 1) {
     const o = e["$obj"];
     if (!isRecord(o)) throw new Error(`${path}: bad object`);
     const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(o)) out[k] = decodeData(x, blob, `${path}.${k}`);
+    for (const [k, x] of Object.entries(o)) {
+      // JSON.parse makes "__proto__" an own key; assigning it would set the prototype.
+      if (k === "__proto__") throw new Error(`${path}: a member named __proto__`);
+      out[k] = decodeData(x, blob, `${path}.${k}`);
+    }
     return out;
   }
   throw new Error(`${path}: unknown tag ${String(tag)}`);
@@ -405,8 +410,8 @@ function recipesOf(module: Module, table: ProgramTable, blob: BlobWriter): Recip
     const at = constantPosition(value);
     if (at !== undefined) {
       const small = (value as { byteLength: number }).byteLength <= INLINE_CONSTANT_BYTES;
-      return small ? { k: "literal", v: encodeData(value, blob, `table entry e${i}`) } :
-        { k: "constant", at };
+      if (!small) return { k: "constant", at };
+      return { k: "literal", v: encodeData(value, blob, `table entry e${i}`) };
     }
     return { k: "data", v: encodeData(value, blob, `table entry e${i}`) };
   });
