@@ -38,7 +38,9 @@ export {
   assignBuffers,
   assignComputationBuffers,
   BufferAssignment,
+  HEAP_HEURISTICS,
   type BufferOptions,
+  type HeapHeuristic,
   type LogicalBuffer,
 } from "./buffers.ts";
 

@@ -1,8 +1,10 @@
 // Buffer assignment: liveness and slot counts on hand-made graphs, in-place updates (chains,
 // kLoop fusions, dynamic-update-slice; never into a parameter unless donated, never into a
-// constant), aliasing through tuples, peak vs lower bound within 1.2x on the corpus and a
-// 12-layer transformer-like stack, and a property test that replays random programs against
-// the plan: every value read must still be intact in its bytes of the arena.
+// constant), aliasing through tuples, peak vs lower bound within 1.2x on the corpus, a
+// 12-layer transformer-like stack and the ViT block that decreasing size alone packed 1.43x
+// over, the heuristic portfolio (best of all, stops at the bound), and a property test that
+// replays random programs against the plan of every heuristic: every value read must still be
+// intact in its bytes of the arena.
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -12,7 +14,13 @@ import type { Instruction, Module } from "../../ir/module.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { arrayShape } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
-import { assignBuffers, type BufferAssignment, type BufferOptions } from "../../passes/buffers.ts";
+import {
+  assignBuffers,
+  type BufferAssignment,
+  type BufferOptions,
+  HEAP_HEURISTICS,
+  type HeapHeuristic,
+} from "../../passes/buffers.ts";
 import { fusionPasses } from "../../passes/fuse.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
 import { buildTransformer } from "./fusion_models.ts";
@@ -298,6 +306,88 @@ describe("peak within 1.2x of the lower bound", () => {
   });
 });
 
+// One ViT encoder block as bench/memory.ts captured it for ViT tiny (17 tokens of width 32,
+// 4 heads of 8): the layer norms and the softmax are stood in for by ops of the same shapes
+// that are not written in place, so the live ranges match the fused graph's. XLA's decreasing-
+// size best fit alone (ties to the earlier start) packed it 1.43x over the bound: it scatters
+// q, k and v so that the 17x17 probabilities find no gap next to the scores.
+const VIT_BLOCK = `HloModule vit_block
+ENTRY %main (x: f32[17,32], w_qkv: f32[32,96], w_o: f32[32,32], w_up: f32[32,64],
+    w_down: f32[64,32]) -> f32[17,32] {
+  %x = f32[17,32] parameter(0)
+  %w_qkv = f32[32,96] parameter(1)
+  %w_o = f32[32,32] parameter(2)
+  %w_up = f32[32,64] parameter(3)
+  %w_down = f32[64,32] parameter(4)
+  %h = f32[17,32] negate(f32[17,32] %x)
+  %ln1 = f32[17,32] tanh(f32[17,32] %h)
+  %qkv = f32[17,96] dot(f32[17,32] %ln1, f32[32,96] %w_qkv), lhs_contracting_dims={1},
+    rhs_contracting_dims={0}
+  %heads = f32[3,4,17,8] reshape(f32[17,96] %qkv)
+  %q = f32[1,4,17,8] slice(f32[3,4,17,8] %heads), slice={[0:1], [0:4], [0:17], [0:8]}
+  %k = f32[1,4,17,8] slice(f32[3,4,17,8] %heads), slice={[1:2], [0:4], [0:17], [0:8]}
+  %v = f32[1,4,17,8] slice(f32[3,4,17,8] %heads), slice={[2:3], [0:4], [0:17], [0:8]}
+  %scores = f32[1,4,17,17] dot(f32[1,4,17,8] %q, f32[1,4,17,8] %k), lhs_batch_dims={0,1},
+    lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}
+  %probs = f32[1,4,17,17] transpose(f32[1,4,17,17] %scores), dimensions={0,1,3,2}
+  %attn = f32[1,4,17,8] dot(f32[1,4,17,17] %probs, f32[1,4,17,8] %v), lhs_batch_dims={0,1},
+    lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+  %merged = f32[17,32] reshape(f32[1,4,17,8] %attn)
+  %proj = f32[17,32] dot(f32[17,32] %merged, f32[32,32] %w_o), lhs_contracting_dims={1},
+    rhs_contracting_dims={0}
+  %h2 = f32[17,32] add(f32[17,32] %proj, f32[17,32] %h)
+  %ln2 = f32[17,32] tanh(f32[17,32] %h2)
+  %up = f32[17,64] dot(f32[17,32] %ln2, f32[32,64] %w_up), lhs_contracting_dims={1},
+    rhs_contracting_dims={0}
+  %down = f32[17,32] dot(f32[17,64] %up, f32[64,32] %w_down), lhs_contracting_dims={1},
+    rhs_contracting_dims={0}
+  ROOT %out = f32[17,32] add(f32[17,32] %down, f32[17,32] %h2)
+}
+`;
+
+describe("the heap-simulation portfolio", () => {
+  it("packs a ViT encoder block (the bench's 1.43x case) within 1.2x of the bound", () => {
+    const a = plan(VIT_BLOCK);
+    // Most crowded at %v: %h, %q, %k, %v (17·32 floats each) and %heads (3·4·17·8 floats).
+    expect(a.lowerBoundBytes).toBe(4 * (4 * 17 * 32) + 4 * (3 * 4 * 17 * 8));
+    expect(a.peakBytes / a.lowerBoundBytes).toBeLessThanOrEqual(1.2);
+    // The graph discriminates: some single greedy heuristic packs it worse than the target,
+    // and the portfolio keeps the best of them.
+    const alone = HEAP_HEURISTICS.map((h) => plan(VIT_BLOCK, { heuristics: [h] }));
+    expect(alone.every((p, i) => p.heuristic === HEAP_HEURISTICS[i])).toBe(true);
+    expect(Math.max(...alone.map((p) => p.peakBytes))).toBeGreaterThan(1.2 * a.lowerBoundBytes);
+    expect(a.peakBytes).toBe(Math.min(...alone.map((p) => p.peakBytes)));
+    expect(HEAP_HEURISTICS).toContain(a.heuristic);
+  });
+
+  it("stops at the first heuristic that reaches the bound", () => {
+    const a = assignBuffers(buildTransformer(2));
+    expect(a.peakBytes).toBe(a.lowerBoundBytes);
+    const first = HEAP_HEURISTICS.findIndex(
+      (h) => assignBuffers(buildTransformer(2), { heuristics: [h] }).peakBytes === a.peakBytes,
+    );
+    expect(a.heuristic).toBe(HEAP_HEURISTICS[first]);
+  });
+
+  it("reports no heuristic when nothing is in the arena", () => {
+    const a = plan(`HloModule empty
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  ROOT %n = f32[4] negate(f32[4] %x)
+}
+`, { donate: [0] });
+    expect(a.peakBytes).toBe(0);
+    expect(a.heuristic).toBe("");
+  });
+
+  it("rejects an empty or unknown list of heuristics with a clear error", () => {
+    const m = CORPUS["softmax"]!.build();
+    expect(() => assignBuffers(m, { heuristics: [] })).toThrow(/non-empty list of size-best-fit/);
+    const bogus = ["size-best-fit", "worst-fit"] as unknown as HeapHeuristic[];
+    expect(() => assignBuffers(m, { heuristics: bogus })).toThrow(/unknown 'worst-fit'/);
+  });
+});
+
 // Random programs over f32/s32/pred vectors of several lengths: elementwise ops, concatenates,
 // slices, reductions broadcast back, tuples, dynamic-update-slices and converts.
 type Op =
@@ -383,8 +473,16 @@ describe("property: no two live values share bytes", () => {
         fc.subarray([0, 1]),
         fc.constantFrom(1, 8, 64),
         (ops, outputs, fuse, donate, alignment) => {
-          const a = assignBuffers(randomProgram(ops, outputs, fuse), { donate, alignment });
+          const m = randomProgram(ops, outputs, fuse);
+          const a = assignBuffers(m, { donate, alignment });
           checkPlan(a, donate);
+          // Every heuristic alone plans soundly too, and the portfolio is never worse.
+          for (const h of HEAP_HEURISTICS) {
+            const one = assignBuffers(m, { donate, alignment, heuristics: [h] });
+            checkPlan(one, donate);
+            expect(one.lowerBoundBytes).toBe(a.lowerBoundBytes);
+            expect(a.peakBytes).toBeLessThanOrEqual(one.peakBytes);
+          }
         },
       ),
       { numRuns: 300 },
