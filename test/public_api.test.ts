@@ -4,6 +4,13 @@
 
 import { describe, expect, it } from "vitest";
 import {
+  compile,
+  explain,
+  manualSeed,
+  nn,
+  ops,
+  randn,
+  type Tensor,
   arrayShape,
   evaluate,
   fingerprint,
@@ -93,5 +100,33 @@ ENTRY %main (x: f32[2,<=8]) -> f32[2,<=8] {
     const back = moduleFromProto(bytes);
     expect(printHlo(back)).toBe(printHlo(m));
     expect(fingerprint(back)).toBe(fingerprint(m));
+  });
+});
+
+describe("README: compile a model", () => {
+  class MLP extends nn.Module {
+    fc1 = new nn.Linear(16, 32);
+    fc2 = new nn.Linear(32, 4);
+    forward(x: Tensor): Tensor {
+      return ops.softmax(this.fc2.call(ops.gelu(this.fc1.call(x))), -1);
+    }
+  }
+
+  it("gives eager's values, reuses the program, and says why it recompiles", () => {
+    manualSeed(0);
+    const model = new MLP().eval();
+    const x = randn(8, 16);
+    const eager = model.call(x);
+    const fast = compile(model);
+    const y = fast(x);
+    expect(y.toArray()).toEqual(eager.toArray());
+    fast(randn(8, 16));
+    expect(fast.stats.compiles).toBe(1);
+    fast(randn(2, 16));
+    expect(fast.stats.compiles).toBe(2);
+    expect(fast.stats.recompiles[0]!.reason).toMatch(/^x\.shape\[0\] was 8, now 2/);
+    const text = explain(model, x).toString();
+    expect(text).toContain("graphs: 1");
+    expect(text).toContain("graph breaks: 0");
   });
 });
