@@ -1,6 +1,7 @@
 // The passes/ public surface: the Pass interface, the pipeline (fixpoint groups, verification,
 // dumps, timing), the default pipeline with its extension point for later stages, and the
-// simplification passes (algebraic simplifier, constant folding, CSE, DCE).
+// simplification passes (algebraic simplifier, constant folding, CSE, DCE), fusion, buffer
+// assignment, and the dynamic padder with its calling convention (runPadded).
 
 export type { Pass } from "./pass.ts";
 export {
@@ -43,6 +44,17 @@ export {
   type HeapHeuristic,
   type LogicalBuffer,
 } from "./buffers.ts";
+
+export {
+  DynamicPadder,
+  DynamicPadderError,
+  hasDynamicDims,
+  paddedSignature,
+  runPadded,
+  type PaddedSignature,
+  type RunPaddedOptions,
+  type SizeParameter,
+} from "./dynamic_padder.ts";
 
 import { fusionPasses as allFusionPasses } from "./fuse.ts";
 import {

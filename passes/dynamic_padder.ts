@@ -1,0 +1,416 @@
+// The dynamic padder (`dynamic-padder`): rewrites a module with bounded dynamic dims
+// (`f32[<=1024,768]`) into one with only static shapes, compiled once for the bounds and run on
+// padded buffers, whose results equal the unpadded program's on the real elements. Calling
+// convention of the padded ENTRY: the original parameters at their bounds (contents past the
+// real size are don't-care), then one `s32[]` real size per dynamic dim of the parameters (in
+// parameter order, tuple leaves in order, dims in order); it returns `(result, s32[] ...)`: the
+// result at its bounds and one real size per dynamic dim of the original result, so the caller
+// slices it back. `paddedSignature` describes this for a module; `runPadded` pads actual-size
+// literals, runs an executable of the padded module and slices the result. Each value carries
+// its real sizes through the rewrite (XLA's dynamic dimension inference); the per-opcode rules
+// that mask, move or pass through are in dynamic_rules.ts. A pattern that cannot be padded
+// exactly is a DynamicPadderError naming the instruction, never a silently wrong result.
+
+import { ComputationBuilder } from "../ir/builder.ts";
+import { cloneAttributes } from "../ir/clone.ts";
+import type { EvalValue } from "../ir/evaluate.ts";
+import { conformanceProblem, valueShapeString } from "../ir/evaluate_support.ts";
+import { allocate, Literal, type ScalarValue, toStored } from "../ir/literal.ts";
+import type { Computation, Instruction, Module } from "../ir/module.ts";
+import {
+  type ElementType,
+  isDynamic,
+  scalarShape,
+  type Shape,
+  shapeToString,
+} from "../ir/shape.ts";
+import type { Executable } from "../runtime/backend.ts";
+import type { Pass } from "./pass.ts";
+import { RULES } from "./dynamic_rules.ts";
+import {
+  type DynamicDim,
+  dynamicDims,
+  DynamicPadderError,
+  Emitter,
+  normalizeSizes,
+  type Padded,
+  type PadCtx,
+  sizeAt,
+  sizesFrom,
+  staticShape,
+} from "./dynamic_sizes.ts";
+
+export { DynamicPadderError } from "./dynamic_sizes.ts";
+
+// ---- the calling convention ------------------------------------------------------------------
+
+/** A size parameter of the padded ENTRY: the real size of `dim` of parameter `param`. */
+export interface SizeParameter extends DynamicDim {
+  readonly param: number;
+}
+
+/** How the padded form of a module is called (a pure function of the original's signature). */
+export interface PaddedSignature {
+  /** False when the module has no dynamic dim: the pass leaves it (and its convention) alone. */
+  readonly padded: boolean;
+  /** The original parameter shapes (bounded dynamic dims included). */
+  readonly params: readonly Shape[];
+  /** The size parameters that follow the padded parameters, in order. */
+  readonly sizeParams: readonly SizeParameter[];
+  /** The original result shape. */
+  readonly result: Shape;
+  /** The real sizes returned after the padded result, in order. */
+  readonly resultSizes: readonly DynamicDim[];
+}
+
+function reachable(module: Module): Computation[] {
+  const seen = new Set<Computation>();
+  const visit = (c: Computation) => {
+    if (seen.has(c)) return;
+    seen.add(c);
+    for (const i of c.instructions) i.called.forEach(visit);
+  };
+  visit(module.entry);
+  return [...seen];
+}
+
+/** True when some computation reachable from the ENTRY has a bounded dynamic dim. */
+export function hasDynamicDims(module: Module): boolean {
+  return reachable(module).some((c) => c.instructions.some((i) => isDynamic(i.shape)));
+}
+
+export function paddedSignature(module: Module): PaddedSignature {
+  const params = module.entry.parameters.map((p) => p.shape);
+  const result = module.entry.root.shape;
+  if (!hasDynamicDims(module)) {
+    return { padded: false, params, sizeParams: [], result, resultSizes: [] };
+  }
+  const sizeParams = params.flatMap((s, param) => dynamicDims(s).map((d) => ({ ...d, param })));
+  return { padded: true, params, sizeParams, result, resultSizes: dynamicDims(result) };
+}
+
+// ---- the rewrite -----------------------------------------------------------------------------
+
+/** Rewrites `comp` with its parameters bound to `args`, appending through `ctx`. */
+function padComputation(ctx: Context, comp: Computation, args: readonly Padded[]): Padded {
+  const env = new Map<Instruction, Padded>();
+  const b = ctx.em.b;
+  const savedMetadata = b.metadata;
+  try {
+    for (const instr of comp.instructions) {
+      if (instr.opcode === "parameter") {
+        const arg = args[instr.attrs.parameterNumber ?? 0];
+        if (!arg) throw new DynamicPadderError(`internal: no argument for the parameter`, instr);
+        env.set(instr, { value: arg.value, sizes: normalizeSizes(arg.sizes, instr.shape) });
+        continue;
+      }
+      const ops = instr.operands.map((o) => env.get(o)!);
+      b.metadata = { ...instr.metadata };
+      const before = b.computation.instructions.length;
+      let r: Padded;
+      try {
+        r = RULES[instr.opcode](ctx, instr, ops);
+      } catch (e) {
+        if (e instanceof DynamicPadderError) throw e;
+        const shapes = instr.operands.map((o) => shapeToString(o.shape, false)).join(", ");
+        const why = e instanceof Error ? e.message : String(e);
+        const err = new DynamicPadderError(
+          `rewriting ${instr.opcode}(${shapes}) failed: ${why}`,
+          instr,
+        );
+        err.cause = e;
+        throw err;
+      }
+      // The instruction that now computes the value takes the original's name (when free).
+      const fresh = b.computation.instructions.indexOf(r.value) >= before;
+      if (fresh) ctx.names.push([r.value, instr.name]);
+      env.set(instr, { value: r.value, sizes: normalizeSizes(r.sizes, instr.shape) });
+    }
+  } finally {
+    b.metadata = savedMetadata;
+  }
+  return env.get(comp.root)!;
+}
+
+/** The rewrite's state for one computation being written. */
+class Context implements PadCtx {
+  readonly module: Module;
+  readonly em: Emitter;
+  /** Values made for original instructions, with the names to give them back at the end. */
+  readonly names: [Instruction, string][];
+
+  constructor(module: Module, comp: Computation, names: [Instruction, string][]) {
+    this.module = module;
+    this.em = new Emitter(new ComputationBuilder(comp));
+    this.names = names;
+  }
+
+  inline(comp: Computation, args: readonly Padded[]): Padded {
+    return padComputation(this, comp, args);
+  }
+
+  subComputation(
+    base: string,
+    paramShapes: readonly Shape[],
+    body: (ctx: PadCtx, params: readonly Instruction[]) => Instruction,
+  ): Computation {
+    const comp = this.module.addComputation(this.module.uniqueComputationName(base));
+    const sub = new Context(this.module, comp, this.names);
+    const params = paramShapes.map((s) => sub.em.b.parameter(s));
+    comp.root = body(sub, params);
+    return comp;
+  }
+
+  copy(instr: Instruction, operands: readonly Instruction[]): Instruction {
+    return this.em.b.op(
+      instr.opcode,
+      operands,
+      cloneAttributes(instr.attrs),
+      instr.called,
+      staticShape(instr.shape),
+    );
+  }
+}
+
+/** Removes computations the ENTRY no longer reaches, callers before callees. */
+function removeUnreachable(module: Module): void {
+  const live = new Set(reachable(module));
+  removeComputations(module, module.computations.filter((c) => !live.has(c)));
+}
+
+/** Removes `comps`, which nothing outside them calls, callers before callees. */
+function removeComputations(module: Module, comps: readonly Computation[]): void {
+  let dead = [...comps];
+  while (dead.length > 0) {
+    const callees = new Set(dead.flatMap((c) => c.calledComputations));
+    const next = dead.filter((c) => !callees.has(c));
+    if (next.length === 0) throw new DynamicPadderError("internal: a call cycle among dead code");
+    for (const c of next) module.removeComputation(c);
+    dead = dead.filter((c) => !next.includes(c));
+  }
+}
+
+/**
+ * Pads bounded dynamic dims to their bounds, masking every op whose real result padding could
+ * reach; see the file header for the calling convention.
+ */
+export class DynamicPadder implements Pass {
+  readonly name = "dynamic-padder";
+
+  run(module: Module): boolean {
+    const sig = paddedSignature(module);
+    if (!sig.padded) return false;
+    const before = new Set(module.computations);
+    try {
+      this.rewrite(module, sig);
+    } catch (e) {
+      // A pattern that cannot be padded leaves the module as it was.
+      removeComputations(
+        module,
+        module.computations.filter((c) => !before.has(c)),
+      );
+      throw e;
+    }
+    return true;
+  }
+
+  private rewrite(module: Module, sig: PaddedSignature): void {
+    const entry = module.entry;
+    const comp = module.addComputation(module.uniqueComputationName(`${entry.name}.padded`));
+    const names: [Instruction, string][] = [];
+    const ctx = new Context(module, comp, names);
+    const b = ctx.em.b;
+    const originals = entry.parameters;
+    const params = originals.map((p) => {
+      const np = b.parameter(staticShape(p.shape));
+      names.push([np, p.name]);
+      return np;
+    });
+    const sizeParams = sig.sizeParams.map((sp) => {
+      const np = b.parameter(scalarShape("s32"));
+      const leaf = sp.path.length > 0 ? `.${sp.path.join(".")}` : "";
+      names.push([np, `${originals[sp.param]!.name}${leaf}.size${sp.dim}`]);
+      return np;
+    });
+    const args: Padded[] = params.map((value, k) => {
+      const mine = sig.sizeParams.flatMap((sp, i) => (sp.param === k ? [{ sp, i }] : []));
+      return {
+        value,
+        sizes: sizesFrom(
+          sig.params[k]!,
+          mine.map((m) => m.sp),
+          mine.map((m) => sizeParams[m.i]!),
+        ),
+      };
+    });
+    const root = padComputation(ctx, entry, args);
+    const outSizes = sig.resultSizes.map((d) =>
+      ctx.em.size(sizeAt(root.sizes, d.path, d.dim), d.bound),
+    );
+    comp.root = b.tuple([root.value, ...outSizes]);
+    const entryName = entry.name;
+    module.entry = comp;
+    removeUnreachable(module);
+    comp.name = entryName;
+    for (const [instr, name] of names) {
+      if (!module.hasName(name)) instr.name = name;
+    }
+  }
+}
+
+// ---- running a padded program ----------------------------------------------------------------
+
+export interface RunPaddedOptions {
+  /**
+   * What fills the padding of the inputs, per element type (default 0 / false). The result does
+   * not depend on it; tests fill with NaN and extreme integers to show that.
+   */
+  fill?: Partial<Record<ElementType, ScalarValue>>;
+}
+
+function padLiteral(lit: Literal, bounds: readonly number[], fill: ScalarValue): Literal {
+  if (lit.dims.every((d, i) => d === bounds[i])) return lit;
+  const n = bounds.reduce((a, b) => a * b, 1);
+  const data = allocate(lit.type, n);
+  (data as { fill(v: number | bigint): unknown }).fill(toStored(lit.type, fill));
+  const dst = data as unknown as { [i: number]: number | bigint };
+  const src = lit.data as unknown as { readonly [i: number]: number | bigint };
+  copyBlock(lit.dims, lit.dims, bounds, (s, d) => (dst[d] = src[s]!));
+  return new Literal(lit.type, bounds, data);
+}
+
+function sliceLiteral(lit: Literal, dims: readonly number[]): Literal {
+  if (lit.dims.every((d, i) => d === dims[i])) return lit;
+  const n = dims.reduce((a, b) => a * b, 1);
+  const data = allocate(lit.type, n);
+  const dst = data as unknown as { [i: number]: number | bigint };
+  const src = lit.data as unknown as { readonly [i: number]: number | bigint };
+  copyBlock(dims, lit.dims, dims, (s, d) => (dst[d] = src[s]!));
+  return new Literal(lit.type, dims, data);
+}
+
+/** Calls `move(srcLinear, dstLinear)` for every index of `block` in a src and a dst layout. */
+function copyBlock(
+  block: readonly number[],
+  src: readonly number[],
+  dst: readonly number[],
+  move: (s: number, d: number) => void,
+): void {
+  const total = block.reduce((a, b) => a * b, 1);
+  if (total === 0) return;
+  const stride = (dims: readonly number[]) => {
+    const out: number[] = [];
+    let acc = 1;
+    for (let k = dims.length - 1; k >= 0; k--) {
+      out[k] = acc;
+      acc *= dims[k]!;
+    }
+    return out;
+  };
+  const ss = stride(src);
+  const ds = stride(dst);
+  const idx = block.map(() => 0);
+  for (let t = 0; t < total; t++) {
+    let s = 0;
+    let d = 0;
+    for (let k = 0; k < idx.length; k++) {
+      s += idx[k]! * ss[k]!;
+      d += idx[k]! * ds[k]!;
+    }
+    move(s, d);
+    for (let k = block.length - 1; k >= 0; k--) {
+      if (++idx[k]! < block[k]!) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+function padValue(v: EvalValue, shape: Shape, options: RunPaddedOptions): EvalValue {
+  if (shape.kind === "tuple") {
+    return shape.elements.map((e, i) => padValue((v as EvalValue[])[i]!, e, options));
+  }
+  const lit = v as Literal;
+  const fill = options.fill?.[lit.type] ?? (lit.type === "s64" ? 0n : 0);
+  return padLiteral(lit, shape.dims, fill);
+}
+
+function leafAt(v: EvalValue, path: readonly number[]): Literal {
+  let cur = v;
+  for (const i of path) cur = (cur as EvalValue[])[i]!;
+  return cur as Literal;
+}
+
+function sliceValue(
+  v: EvalValue,
+  shape: Shape,
+  sizes: ReadonlyMap<string, number>,
+  path: readonly number[],
+): EvalValue {
+  if (shape.kind === "tuple") {
+    if (!Array.isArray(v)) throw new Error(`runPadded: expected a tuple result`);
+    return shape.elements.map((e, i) => sliceValue(v[i]!, e, sizes, [...path, i]));
+  }
+  if (Array.isArray(v)) throw new Error(`runPadded: expected an array result, got a tuple`);
+  const dims = shape.dims.map((bound, d) => sizes.get(`${path.join(".")}|${d}`) ?? bound);
+  return sliceLiteral(v, dims);
+}
+
+/**
+ * Runs `exe` (compiled from the padded form of `module`) on actual-size `args` of `module`:
+ * pads each argument to its bounds, passes the real sizes, and slices the result back to its
+ * real sizes — the value `evaluate(module, args)` gives. A module without dynamic dims runs as
+ * is.
+ */
+export function runPadded(
+  exe: Executable,
+  module: Module,
+  args: readonly EvalValue[],
+  options: RunPaddedOptions = {},
+): EvalValue {
+  const sig = paddedSignature(module);
+  if (!sig.padded) return exe.run(args);
+  if (args.length !== sig.params.length) {
+    throw new Error(
+      `runPadded: '${module.name}' takes ${sig.params.length} argument(s), got ${args.length}`,
+    );
+  }
+  const want = sig.params.length + sig.sizeParams.length;
+  const got = exe.module.entry.parameters.length;
+  if (got !== want) {
+    throw new Error(
+      `runPadded: the executable takes ${got} parameter(s), but the padded form of ` +
+        `'${module.name}' takes ${want}; was it compiled from DynamicPadder's output?`,
+    );
+  }
+  args.forEach((a, i) => {
+    const problem = conformanceProblem(a, sig.params[i]!);
+    if (problem !== null) {
+      throw new Error(
+        `runPadded: argument ${i} is ${valueShapeString(a)}, which does not fit parameter ${i} ` +
+          `${shapeToString(sig.params[i]!, false)} of '${module.name}': ${problem}`,
+      );
+    }
+  });
+  const padded = args.map((a, i) => padValue(a, sig.params[i]!, options));
+  const sizes = sig.sizeParams.map((sp) => {
+    const n = leafAt(args[sp.param]!, sp.path).dims[sp.dim]!;
+    return new Literal("s32", [], Int32Array.of(n));
+  });
+  const out = exe.run([...padded, ...sizes]);
+  if (!Array.isArray(out) || out.length !== 1 + sig.resultSizes.length) {
+    throw new Error(
+      `runPadded: expected (result, ${sig.resultSizes.length} size(s)) from the padded ` +
+        `program, got ${valueShapeString(out)}`,
+    );
+  }
+  const real = new Map<string, number>();
+  sig.resultSizes.forEach((d, k) => {
+    const lit = out[k + 1] as Literal;
+    const n = Number(lit.data[0]);
+    if (!(n >= 0 && n <= d.bound)) {
+      throw new Error(`runPadded: result size ${n} of dim ${d.dim} is outside [0, ${d.bound}]`);
+    }
+    real.set(`${d.path.join(".")}|${d.dim}`, n);
+  });
+  return sliceValue(out[0]!, sig.result, real, []);
+}
