@@ -9,8 +9,14 @@
 // sign fill for an arithmetic right shift, which treats u8 as int8 (XLA's make_signed).
 
 import type { ComparisonDirection, ComparisonType } from "./attributes.ts";
-import { f16BitsToNumber, f32ToBF16Bits, f32ToF16Bits, bf16BitsToNumber } from "./literal.ts";
-import { allocate, Literal, roundToBF16, roundToF16 } from "./literal.ts";
+import {
+  allocate,
+  dataFromBytes,
+  dataToBytes,
+  Literal,
+  roundToBF16,
+  roundToF16,
+} from "./literal.ts";
 import { elementByteSize, type ElementType } from "./shape.ts";
 import {
   asLiteral,
@@ -634,86 +640,13 @@ export const convertOp: OpImpl = (instr, ops) => {
 
 // ---- bitcast-convert ----------------------------------------------------------------------
 
-const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-
-/** Little-endian bytes of every element, in row-major order. */
+/** Little-endian bytes of every element, in row-major order (ir/literal.ts's codec). */
 function toBytes(x: Literal): Uint8Array {
-  const out = new Uint8Array(x.size * elementByteSize(x.type));
-  if (x.type === "f32" && LITTLE_ENDIAN) {
-    // The raw f32 bits, so NaN payloads survive (no trip through a double).
-    out.set(new Uint8Array(x.data.buffer, x.data.byteOffset, x.data.byteLength));
-    return out;
-  }
-  const view = new DataView(out.buffer);
-  const e = elems(x);
-  for (let i = 0; i < x.size; i++) {
-    const v = e[i]!;
-    switch (x.type) {
-      case "f32":
-        view.setFloat32(i * 4, v as number, true);
-        break;
-      case "f16":
-        view.setUint16(i * 2, f32ToF16Bits(v as number), true);
-        break;
-      case "bf16":
-        view.setUint16(i * 2, f32ToBF16Bits(v as number), true);
-        break;
-      case "s32":
-        view.setInt32(i * 4, v as number, true);
-        break;
-      case "s64":
-        view.setBigInt64(i * 8, v as bigint, true);
-        break;
-      case "u8":
-        view.setUint8(i, v as number);
-        break;
-      case "pred":
-        return fail("bitcast-convert does not take pred");
-      default: {
-        const never: never = x.type;
-        return fail(`unknown element type ${String(never)}`);
-      }
-    }
-  }
-  return out;
+  return dataToBytes(x.type, x.data);
 }
 
 function fromBytes(type: ElementType, dims: readonly number[], bytes: Uint8Array): Literal {
-  const w = elementByteSize(type);
-  const n = bytes.length / w;
-  const data = allocate(type, n);
-  const out = mutableElems(data);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let i = 0; i < n; i++) {
-    switch (type) {
-      case "f32":
-        out[i] = view.getFloat32(i * 4, true);
-        break;
-      case "f16":
-        out[i] = f16BitsToNumber(view.getUint16(i * 2, true));
-        break;
-      case "bf16":
-        out[i] = bf16BitsToNumber(view.getUint16(i * 2, true));
-        break;
-      case "s32":
-        out[i] = view.getInt32(i * 4, true);
-        break;
-      case "s64":
-        out[i] = view.getBigInt64(i * 8, true);
-        break;
-      case "u8":
-        out[i] = view.getUint8(i);
-        break;
-      case "pred":
-        return fail("bitcast-convert does not produce pred");
-      default: {
-        const never: never = type;
-        return fail(`unknown element type ${String(never)}`);
-      }
-    }
-  }
-  if (type === "f32" && LITTLE_ENDIAN) new Uint8Array(data.buffer).set(bytes);
-  return new Literal(type, dims, data);
+  return new Literal(type, dims, dataFromBytes(type, bytes));
 }
 
 /**

@@ -4,7 +4,13 @@
 // s64 in a BigInt64Array (exact 64-bit integer semantics), u8 and pred (0 or 1) in a Uint8Array.
 // Also the f16/bf16 bit conversions used by the proto form and later by safetensors.
 
-import { arrayShape, type ArrayShape, type ElementType, shapeToString } from "./shape.ts";
+import {
+  arrayShape,
+  type ArrayShape,
+  elementByteSize,
+  type ElementType,
+  shapeToString,
+} from "./shape.ts";
 
 export type LiteralData = Float32Array | Int32Array | BigInt64Array | Uint8Array;
 export type ScalarValue = number | bigint | boolean;
@@ -275,4 +281,97 @@ export function roundToF16(v: number): number {
 
 export function roundToBF16(v: number): number {
   return bf16BitsToNumber(f32ToBF16Bits(v));
+}
+
+// ---- Bytes ----------------------------------------------------------------------------------
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/**
+ * The little-endian bytes of every element of `data` (stored as `type`), in row-major order:
+ * f16/bf16 as their 16 bits, f32 as its raw bits (so NaN payloads survive), s64 as 8 bytes.
+ * pred has no defined bit layout here and is refused.
+ */
+export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
+  const out = new Uint8Array(data.length * elementByteSize(type));
+  if (type === "f32" && LITTLE_ENDIAN) {
+    out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    return out;
+  }
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i]!;
+    switch (type) {
+      case "f32":
+        view.setFloat32(i * 4, v as number, true);
+        break;
+      case "f16":
+        view.setUint16(i * 2, f32ToF16Bits(v as number), true);
+        break;
+      case "bf16":
+        view.setUint16(i * 2, f32ToBF16Bits(v as number), true);
+        break;
+      case "s32":
+        view.setInt32(i * 4, v as number, true);
+        break;
+      case "s64":
+        view.setBigInt64(i * 8, v as bigint, true);
+        break;
+      case "u8":
+        view.setUint8(i, v as number);
+        break;
+      case "pred":
+        throw new Error("pred values have no byte layout to reinterpret");
+      default: {
+        const never: never = type;
+        throw new Error(`unknown element type ${String(never)}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** Elements of `type` read from little-endian row-major bytes (the inverse of dataToBytes). */
+export function dataFromBytes(type: ElementType, bytes: Uint8Array): LiteralData {
+  const w = elementByteSize(type);
+  if (bytes.length % w !== 0) {
+    throw new Error(`${bytes.length} bytes are not a whole number of ${type} elements`);
+  }
+  const n = bytes.length / w;
+  const data = allocate(type, n);
+  if (type === "f32" && LITTLE_ENDIAN) {
+    new Uint8Array(data.buffer).set(bytes);
+    return data;
+  }
+  const out = data as unknown as { [i: number]: number | bigint };
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < n; i++) {
+    switch (type) {
+      case "f32":
+        out[i] = view.getFloat32(i * 4, true);
+        break;
+      case "f16":
+        out[i] = f16BitsToNumber(view.getUint16(i * 2, true));
+        break;
+      case "bf16":
+        out[i] = bf16BitsToNumber(view.getUint16(i * 2, true));
+        break;
+      case "s32":
+        out[i] = view.getInt32(i * 4, true);
+        break;
+      case "s64":
+        out[i] = view.getBigInt64(i * 8, true);
+        break;
+      case "u8":
+        out[i] = view.getUint8(i);
+        break;
+      case "pred":
+        throw new Error("pred values have no byte layout to reinterpret");
+      default: {
+        const never: never = type;
+        throw new Error(`unknown element type ${String(never)}`);
+      }
+    }
+  }
+  return data;
 }
