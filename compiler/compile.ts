@@ -29,6 +29,11 @@ import {
   UnsupportedError,
 } from "../runtime/index.ts";
 import { log, logEnabled } from "../util/log.ts";
+import { cloneModule } from "../ir/clone.ts";
+import { scalarLiteral } from "../ir/literal.ts";
+import type { Module } from "../ir/module.ts";
+import type { ArrayShape } from "../ir/shape.ts";
+import { DynamicPadder, runPadded } from "../passes/dynamic_padder.ts";
 import {
   currentMode,
   eagerBackendName,
@@ -39,6 +44,22 @@ import {
 import { isLazy, lazy, lazyStats, realizeAll } from "../tensor/lazy.ts";
 import { callForward, Module as NNModule } from "../tensor/nn/module.ts";
 import { setObserveHook, Tensor } from "../tensor/tensor.ts";
+import {
+  type BucketPolicy,
+  bucketFor,
+  checkBuckets,
+  checkDynamicOption,
+  declaredDims,
+  type DimRange,
+  type DynamicDimPlan,
+  type DynamicOption,
+  DynamicShapeError,
+  dynamicMarks,
+  outOfRange,
+  policyName,
+  resizeTensor,
+} from "./dynamic.ts";
+import { type Affine, buildDynamicModule, fitAffine } from "./dynamic_module.ts";
 import { readFreeVariables } from "./freevars.ts";
 import { describeValue, type Guard, GuardSet, type GuardSpec } from "./guards.ts";
 import { flatten, formatPath, isContainer, type Leaf, type TreeSpec, unflatten } from "./pytree.ts";
@@ -58,6 +79,7 @@ import {
   type Binding,
   buildProgram,
   type InputSlot,
+  type Program,
   type Src,
   TracedInputImpl,
   Tracer,
@@ -86,6 +108,16 @@ export interface CompileOptions {
   guardFreeVariables?: boolean;
   /** Optimization pipeline options (verify, disable, dumpDir). */
   pipeline?: PipelineOptions;
+  /**
+   * Which argument dims are dynamic (docs/dynamic-shapes.md): "auto" (the default: a dim whose
+   * size changes between calls becomes dynamic), false (every shape compiles its own program),
+   * or declared dims keyed by argument path or position: `{ x: { 1: { max: 1024 } } }`.
+   */
+  dynamic?: DynamicOption;
+  /** How sizes of a dynamic dim share programs: "pow2" (default), a list, { multiple }, "none". */
+  buckets?: BucketPolicy;
+  /** A size outside a declared range: "error" (default) throws; "recompile" specializes it. */
+  outOfRange?: "error" | "recompile";
 }
 
 type AnyFunction = (...args: never[]) => unknown;
@@ -132,6 +164,8 @@ interface GraphEntry {
   readonly writes: readonly { target: object; key: string; leaf: OutLeaf }[];
   readonly ops: number;
   readonly freeNames: readonly string[];
+  /** Set when the program has bounded dynamic dims: the module runPadded pads for. */
+  readonly dynamicModule?: import("../ir/module.ts").Module;
 }
 
 /** What explain() reads. */
@@ -277,6 +311,18 @@ export function compile(
   }
   if (options.backend !== undefined) getBackend(options.backend);
   const cache = programCache(options.cache);
+  const dynamicOption: DynamicOption = options.dynamic ?? "auto";
+  const buckets: BucketPolicy = options.buckets ?? "pow2";
+  checkBuckets(buckets);
+  checkDynamicOption(dynamicOption, buckets);
+  const rangeMode = options.outOfRange ?? "error";
+  if (rangeMode !== "error" && rangeMode !== "recompile") {
+    throw new TypeError(
+      `compile: outOfRange must be "error" or "recompile", got ${describeValue(rangeMode)}`,
+    );
+  }
+  /** Dims made dynamic by automatic dynamism: path text -> dims. */
+  const autoDims = new Map<string, Set<number>>();
   const name = model ? model.className() : fn.name || "anonymous";
   const rootName = model ? "this" : undefined;
   let names: (string | undefined)[] | undefined;
@@ -297,6 +343,8 @@ export function compile(
 
   const stats = new StatsCounter();
   let entries: GraphEntry[] = [];
+  /** Entries made for a bucket (bounded in number by the buckets): not under recompileLimit. */
+  const bucketed = new WeakSet<GraphEntry>();
   let replay = false;
   let warned = false;
   let analysis: Analysis | undefined;
@@ -342,6 +390,265 @@ export function compile(
     return result;
   };
 
+  // ---- dynamic dims ----
+
+  /** The dynamic dims of this call's argument tensors (declared, marked, or automatic). */
+  const planDynamic = (leaves: readonly Leaf[]): DynamicDimPlan[] => {
+    // dynamic: false turns automatic dynamism off; markDynamic still applies (as in torch).
+    const out: DynamicDimPlan[] = [];
+    for (const l of leaves) {
+      if (l.kind !== "tensor") continue;
+      const t = l.value as Tensor;
+      const path = pathText(l.path);
+      const declared = declaredDims(dynamicOption, l.path, path, t.shape.length);
+      const marked = dynamicMarks(t);
+      const auto = dynamicOption === false ? undefined : autoDims.get(path);
+      for (let d = 0; d < t.shape.length; d++) {
+        const range: DimRange | undefined =
+          declared.get(d) ?? marked?.get(d) ?? (auto?.has(d) ? {} : undefined);
+        if (range === undefined) continue;
+        const source = declared.has(d) ? "option" : marked?.has(d) ? "markDynamic" : "auto";
+        out.push({ keys: l.path, path, dim: d, size: t.shape[d]!, range, source });
+      }
+    }
+    return out;
+  };
+
+  /** The dims that share one bucket this call (one size class), and the bucket. */
+  const choosePlan = (
+    plan: readonly DynamicDimPlan[],
+  ): { dims: DynamicDimPlan[]; lo: number; hi: number } | undefined => {
+    const usable: { p: DynamicDimPlan; lo: number; hi: number }[] = [];
+    for (const p of plan) {
+      const bad = outOfRange(p);
+      if (bad !== undefined) {
+        if (rangeMode === "error") throw new DynamicShapeError(`compile(${name}): ${bad}`);
+        stats.noteSpecialized(stats.calls, `${bad}: specialized (outOfRange: "recompile")`);
+        continue;
+      }
+      const b = bucketFor(p.size, buckets, p.range);
+      if (typeof b === "string") {
+        log("recompiles", () => `${name}: ${p.path}.shape[${p.dim}]: ${b}`);
+        continue;
+      }
+      if (b.lo < b.hi) usable.push({ p, ...b });
+    }
+    const first = usable[0];
+    if (!first) return undefined;
+    const same = usable.filter(
+      (u) => u.lo === first.lo && u.hi === first.hi && u.p.size === first.p.size,
+    );
+    for (const u of usable) {
+      if (same.includes(u)) continue;
+      stats.noteSpecialized(
+        stats.calls,
+        `${u.p.path}.shape[${u.p.dim}] (${u.p.size}) is specialized: one size class per ` +
+          `program, and ${first.p.path}.shape[${first.p.dim}] (${first.p.size}) has it`,
+      );
+    }
+    return { dims: same.map((u) => u.p), lo: first.lo, hi: first.hi };
+  };
+
+  /** The arguments with every planned dim resized to `size`. */
+  const argsAt = (
+    spec: TreeSpec,
+    leaves: readonly Leaf[],
+    dims: readonly DynamicDimPlan[],
+    size: number,
+  ): unknown[] => {
+    const values = leaves.map((l) => {
+      const mine = dims.filter((p) => sameKeys(p.keys, l.path));
+      if (mine.length === 0 || l.kind !== "tensor") return l.value;
+      return resizeTensor(l.value as Tensor, new Map(mine.map((p) => [p.dim, size])));
+    });
+    return unflatten(spec, values) as unknown[];
+  };
+
+  /** Traces the code again on other arguments and builds its program (no break allowed). */
+  const traceProgram = (altArgs: unknown[]) => {
+    const a = getAnalysis();
+    const tracer = new Tracer(lazyOptions());
+    const { spec, leaves } = flatten([...altArgs]);
+    const symLeaves = leaves.map((l) =>
+      l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, pathText(l.path)) : l.value,
+    );
+    const symArgs = wrapArgs(tracer, unflatten(spec, symLeaves) as unknown[], altArgs, pathText);
+    let self: unknown;
+    if (model) {
+      tracer.swapState(model, "this");
+      self = tracer.wrap(model, "this");
+    }
+    for (const [n, m] of model ? [] : fixedFreeModules(a, fn)) tracer.swapState(m, n);
+    const saved = setObserveHook((t, how) => {
+      throw new DynamicShapeError(`${how}() on a tensor of shape [${t.shape.join(", ")}]`);
+    });
+    let result: unknown;
+    tracing++;
+    try {
+      result = withMode(tracer.mode, () => runUser(self, symArgs));
+    } finally {
+      tracing--;
+      setObserveHook(saved);
+      tracer.restore();
+      tracer.undoWrites();
+    }
+    const requested: Src[] = [];
+    const note = (v: unknown) => {
+      if (!(v instanceof Tensor)) return;
+      const src = tracer.srcOfTensor(v);
+      if (src.kind === "node") requested.push(src);
+    };
+    for (const l of flatten(result).leaves) note(l.value);
+    for (const w of tracer.writes) if (w.value.kind === "tensor") note(w.value.tensor);
+    if (requested.length === 0) throw new DynamicShapeError("the trace computed nothing");
+    const program = buildProgram(
+      name,
+      requested,
+      (sl) => concreteOf(tracer.slotTensors[sl]!),
+      tracer.slots,
+      options.freeze === true,
+    );
+    return { program, tracer };
+  };
+
+  /**
+   * The dynamic program for this call's bucket, or why the dims are specialized: the code is
+   * traced at the bucket's top and bottom, and the programs are compared with this call's.
+   */
+  const buildDynamic = (
+    spec: TreeSpec,
+    leaves: readonly Leaf[],
+    /** `hi` is lowered when the code rejects sizes up to the bucket's top. */
+    chosen: { dims: DynamicDimPlan[]; lo: number; hi: number },
+    real: Program,
+    realTracer: Tracer,
+  ):
+    | { ok: true; exe: Executable; module: Module; readers: Map<number, Affine>; hit: boolean }
+    | { ok: false; why: string } => {
+    const { dims, lo } = chosen;
+    let hi = chosen.hi;
+    const T = dims[0]!.size;
+    let top: ReturnType<typeof traceProgram>;
+    const others: { program: Program; size: number }[] = [];
+    try {
+      if (hi === T) {
+        top = { program: real, tracer: realTracer };
+      } else {
+        try {
+          top = traceProgram(argsAt(spec, leaves, dims, hi));
+        } catch (e) {
+          // The code rejects the bucket's top (a context length, a table size): the bucket
+          // ends at the largest size it accepts, found by bisection between here and the top.
+          let ok = T;
+          let bad = hi;
+          let best: ReturnType<typeof traceProgram> = { program: real, tracer: realTracer };
+          while (bad - ok > 1) {
+            const mid = Math.floor((ok + bad) / 2);
+            try {
+              best = traceProgram(argsAt(spec, leaves, dims, mid));
+              ok = mid;
+            } catch {
+              bad = mid;
+            }
+          }
+          if (ok === T && T === lo) throw e;
+          top = best;
+          hi = ok;
+          chosen.hi = hi;
+          log("recompiles", () => `${name}: the bucket ends at ${hi}: ${String(e)}`);
+        }
+      }
+      // The bottom, this call's size, and (when this call is at the top) the middle: three
+      // points where the bucket has them, so an affine fit is checked, not just made.
+      const sizes = [lo, T, Math.floor((lo + hi) / 2)].filter((x, i, all) =>
+        x !== hi && all.indexOf(x) === i && (i < 2 || T === hi));
+      for (const size of sizes) {
+        const program =
+          size === T ? real : traceProgram(argsAt(spec, leaves, dims, size)).program;
+        others.push({ program, size });
+      }
+    } catch (e) {
+      return {
+        ok: false,
+        why: `tracing at another size in [${lo}, ${hi}] failed: ${
+          e instanceof Error ? e.message : String(e)
+        }`,
+      };
+    }
+    const tp = top.program;
+    const readers = new Map<number, Affine>();
+    for (const o of others) {
+      const p = o.program;
+      if (p.bindings.length !== tp.bindings.length || p.results !== tp.results ||
+        p.resultIndex.join() !== tp.resultIndex.join()) {
+        return {
+          ok: false,
+          why: `the program's inputs or results differ between size ${hi} and size ` +
+            `${o.size}: the code depends on the size${firstDifference(tp.module, p.module)}`,
+        };
+      }
+    }
+    if (real.resultIndex.join() !== tp.resultIndex.join()) {
+      return { ok: false, why: `the program's results differ at size ${hi}` };
+    }
+    for (const [k, bd] of tp.bindings.entries()) {
+      const at = others.map((o) => o.program.bindings[k]!);
+      if (at.some((x) => x.kind !== bd.kind)) {
+        return { ok: false, why: `input ${k} of the program changes kind with the size` };
+      }
+      if (bd.kind === "slot") {
+        if (at.some((x) => x.kind === "slot" && x.slot !== bd.slot)) {
+          return { ok: false, why: `input ${k} of the program changes with the size` };
+        }
+      } else if (bd.kind === "const") {
+        const l0 = operandLiteral(new Tensor(bd.impl));
+        for (const x of at) {
+          if (x.kind !== "const") continue;
+          const l1 = operandLiteral(new Tensor(x.impl));
+          if (l1.dims.join() !== l0.dims.join() || l1.data.some((v, q) => v !== l0.data[q])) {
+            return { ok: false, why: `a tensor constant of the program changes with the size` };
+          }
+        }
+      } else {
+        const v0 = Number(bd.value);
+        const pts = at.map(
+          (x, j) => [others[j]!.size, Number((x as { value: unknown }).value)] as const,
+        );
+        if (pts.every(([, v]) => v === v0)) continue;
+        const fit = fitAffine([[hi, v0], ...pts]);
+        if (!fit) {
+          return {
+            ok: false,
+            why: `a number passed to an op (${String(bd.value)} at size ${hi}) changes with the ` +
+              `size and is not an integer affine function of it`,
+          };
+        }
+        readers.set(k, fit);
+      }
+    }
+    const first = dims[0]!;
+    const param = tp.bindings.findIndex((bd) => {
+      if (bd.kind !== "slot") return false;
+      const slot = top.tracer.slots[bd.slot]!;
+      return slot.kind === "arg" && sameKeys(slot.keys, first.keys);
+    });
+    if (param < 0) return { ok: false, why: `${first.path} is not used by the program` };
+    const built = buildDynamicModule(
+      { module: tp.module, size: hi },
+      others.map((o) => ({ module: o.program.module, size: o.size })),
+      { param, dim: first.dim },
+    );
+    if (!built.ok) return built;
+    const padded = cloneModule(built.module);
+    try {
+      new DynamicPadder().run(padded);
+    } catch (e) {
+      return { ok: false, why: `padding failed: ${e instanceof Error ? e.message : String(e)}` };
+    }
+    const r = compileProgram(padded, options.backend, cache, options.pipeline);
+    return { ok: true, exe: r.executable, module: built.module, readers, hit: r.hit !== "miss" };
+  };
+
   // ---- tracing ----
 
   const trace = (args: readonly unknown[], settings: unknown[], free: unknown[]): unknown => {
@@ -351,8 +658,9 @@ export function compile(
       throw new GraphBreakError(`side effect: ${s.reason}`, s.location);
     }
     const lazyBefore = lazyStats();
-    const tracer = new Tracer(lazyOptions());
     const { spec, leaves } = flatten([...args]);
+    const chosen = choosePlan(planDynamic(leaves));
+    const tracer = new Tracer(lazyOptions());
     const symLeaves = leaves.map((l) =>
       l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, pathText(l.path)) : l.value,
     );
@@ -485,6 +793,9 @@ export function compile(
     let resultIndex: readonly number[] = [];
     let ops = 0;
     let tuple = false;
+    let dynamicModule: GraphEntry["module"];
+    let affine = new Map<number, Affine>();
+    let isBucketed = chosen === undefined && planDynamic(leaves).length > 0;
     if (requested.length > 0) {
       const program = buildProgram(
         name,
@@ -497,10 +808,27 @@ export function compile(
       resultIndex = program.resultIndex;
       ops = program.ops;
       tuple = program.results > 1;
-      const r = compileProgram(program.module, options.backend, cache, options.pipeline);
-      exe = r.executable;
-      module = program.module;
-      if (r.hit !== "miss") stats.programCacheHits++;
+      const dyn = chosen ? buildDynamic(spec, leaves, chosen, program, tracer) : undefined;
+      if (dyn?.ok) {
+        exe = dyn.exe;
+        module = dynamicModule = dyn.module;
+        affine = dyn.readers;
+        isBucketed = true;
+        if (dyn.hit) stats.programCacheHits++;
+        log("recompiles", () => `${name}: one program for ${chosen!.dims.map((d) =>
+          `${d.path}.shape[${d.dim}]`).join(", ")} in [${chosen!.lo}, ${chosen!.hi}]`);
+      } else {
+        if (dyn && chosen) {
+          const d = chosen.dims[0]!;
+          const why = `${d.path}.shape[${d.dim}] = ${d.size} is specialized: ${dyn.why}`;
+          stats.noteSpecialized(stats.calls, why);
+          log("recompiles", () => `${name}: ${why}`);
+        }
+        const r = compileProgram(program.module, options.backend, cache, options.pipeline);
+        exe = r.executable;
+        module = program.module;
+        if (r.hit !== "miss") stats.programCacheHits++;
+      }
     }
     const guardSpecs = buildGuards({
       spec,
@@ -516,8 +844,20 @@ export function compile(
       freeze: options.freeze === true,
       backendGiven: options.backend !== undefined,
     });
-    const guards = new GuardSet(guardSpecs);
-    const readers = bindings.map((bd) => bindingReader(bd, tracer.slots));
+    const guards = new GuardSet(
+      dynamicModule && chosen ? withRangeGuards(guardSpecs, chosen) : guardSpecs,
+    );
+    const readers = bindings.map((bd, k) => {
+      const fit = affine.get(k);
+      if (!fit || !module || !chosen) return bindingReader(bd, tracer.slots);
+      const type = (module.entry.parameters[k]!.shape as ArrayShape).type;
+      const { keys, dim } = chosen.dims[0]!;
+      return (a: readonly unknown[]) => {
+        const t = readKeys(a, keys) as Tensor;
+        const v = fit.a * t.shape[dim]! + fit.c;
+        return scalarLiteral(type, type === "s64" ? BigInt(v) : v);
+      };
+    });
     const entry: GraphEntry = {
       guards,
       exe,
@@ -537,7 +877,9 @@ export function compile(
       })),
       ops,
       freeNames: getAnalysis().perCall,
+      ...(dynamicModule !== undefined && { dynamicModule }),
     };
+    if (isBucketed) bucketed.add(entry);
     tracer.undoWrites();
     const value = runEntry(entry, args);
     entries.push(entry);
@@ -549,6 +891,42 @@ export function compile(
       for (const g of guards.guards) log("guards", `  ${describeGuard(g)}`);
     }
     return value;
+  };
+
+  /**
+   * Automatic dynamism: every argument dim whose size differs from the closest entry's static
+   * shape becomes dynamic. Returns the reason's additions (`dim 1 of x is now dynamic (<=256,
+   * bucket pow2)`).
+   */
+  const markAutoDynamic = (
+    closest: GraphEntry,
+    inputs: { args: readonly unknown[] },
+  ): string[] => {
+    const out: string[] = [];
+    for (const s of closest.guards.specs) {
+      if (s.guard.kind !== "shape" || s.access.root !== "arg") continue;
+      const v = readKeys(inputs.args, s.access.keys);
+      const dims = s.guard.expected as readonly (number | null)[];
+      if (!(v instanceof Tensor) || v.shape.length !== dims.length) continue;
+      for (const [d, e] of dims.entries()) {
+        const now = v.shape[d]!;
+        if (e === null || e === now) continue;
+        const path = s.guard.path;
+        let set = autoDims.get(path);
+        if (!set) autoDims.set(path, (set = new Set()));
+        if (set.has(d)) continue;
+        set.add(d);
+        const b = bucketFor(now, buckets, {});
+        const how =
+          typeof b === "string"
+            ? `${b}`
+            : b.lo === b.hi
+              ? `bucket [${b.lo}, ${b.hi}] holds one size, compiled as static`
+              : `<=${b.hi}, bucket ${policyName(buckets)}`;
+        out.push(`dim ${d} of ${path} is now dynamic (${how})`);
+      }
+    }
+    return out;
   };
 
   // ---- the callable ----
@@ -581,14 +959,17 @@ export function compile(
           closest = e;
         }
       }
-      const f = closest.guards.failure(inputs) ?? {
+      const f: { index: number; guard: Guard; reason: string } = closest.guards.failure(inputs) ?? {
         index: 0,
         guard: closest.guards.guards[0]!,
         reason: "a guard failed",
       };
       log("guards", () => `${name}: guard failed: ${f.reason}`);
       if (options.errorOnRecompile) throw new RecompileError(name, f.reason, f.guard);
-      if (entries.length >= limit) {
+      const madeDynamic = dynamicOption === "auto" ? markAutoDynamic(closest, inputs) : [];
+      if (madeDynamic.length > 0) f.reason = `${f.reason}: ${madeDynamic.join("; ")}`;
+      const counted = entries.filter((e) => !bucketed.has(e)).length;
+      if (counted >= limit && madeDynamic.length === 0 && f.guard.kind !== "range") {
         stats.fallbacks.push({ call: stats.calls, reason: f.reason });
         if (!warned) {
           warned = true;
@@ -634,7 +1015,8 @@ export function compile(
 function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
   let results: EvalValue[] = [];
   if (e.exe) {
-    const out = e.exe.run(e.readers.map((r) => r(args)));
+    const inputs = e.readers.map((r) => r(args));
+    const out = e.dynamicModule ? runPadded(e.exe, e.dynamicModule, inputs) : e.exe.run(inputs);
     results = e.tuple ? (out as EvalValue[]) : [out];
   }
   const tensors: (Tensor | undefined)[] = results.map(() => undefined);
@@ -997,7 +1379,8 @@ export function describeGuard(g: Guard): string {
     case "dtype":
       return `${g.path}.dtype == ${String(g.expected)}`;
     case "shape":
-      return `${g.path}.shape == [${(g.expected as number[]).join(", ")}]`;
+      return `${g.path}.shape == [${(g.expected as (number | null)[])
+        .map((d) => (d === null ? "*" : String(d))).join(", ")}]`;
     case "value":
       return `${g.path} === ${describeValue(g.expected)}`;
     case "identity":
@@ -1016,4 +1399,70 @@ export function describeGuard(g: Guard): string {
 /** True while some compiled function is tracing (nested compiled calls inline). */
 export function isTracing(): boolean {
   return tracing > 0 || currentMode().name === "trace";
+}
+
+// ---- Dynamic dims ----------------------------------------------------------------------------
+
+/** ` (first at <op> at file:line)`: where two programs' instruction lists first part. */
+function firstDifference(a: Module, b: Module): string {
+  const xs = a.entry.instructions;
+  const ys = b.entry.instructions;
+  for (let k = 0; k < Math.max(xs.length, ys.length); k++) {
+    const x = xs[k] ?? ys[k]!;
+    if (xs[k]?.opcode === ys[k]?.opcode) continue;
+    const m = x.metadata;
+    const at =
+      m.sourceFile !== undefined ? ` at ${m.sourceFile}:${m.sourceLine}:${m.sourceColumn}` : "";
+    return ` (first at ${m.opType ?? x.opcode}${at})`;
+  }
+  return "";
+}
+
+function sameKeys(a: readonly (string | number)[], b: readonly (string | number)[]): boolean {
+  return a.length === b.length && a.every((k, i) => k === b[i]);
+}
+
+function readKeys(args: readonly unknown[], keys: readonly (string | number)[]): unknown {
+  let v: unknown = args;
+  for (const k of keys) v = (v as Record<string | number, unknown>)[k];
+  return v;
+}
+
+/**
+ * An entry's guards with its dynamic dims freed: the shape guard of each dynamic tensor skips
+ * those dims (`null`) and a range guard right after checks the bucket (`65 <= x.shape[1] <=
+ * 128`).
+ */
+function withRangeGuards(
+  specs: readonly GuardSpec[],
+  chosen: { dims: readonly DynamicDimPlan[]; lo: number; hi: number },
+): GuardSpec[] {
+  const out: GuardSpec[] = [];
+  for (const s of specs) {
+    const a = s.access;
+    const mine =
+      s.guard.kind === "shape" && a.root === "arg"
+        ? chosen.dims.filter((d) => sameKeys(d.keys, a.keys))
+        : [];
+    if (mine.length === 0 || a.root !== "arg") {
+      out.push(s);
+      continue;
+    }
+    const expected = (s.guard.expected as readonly (number | null)[]).map((v, i) =>
+      mine.some((d) => d.dim === i) ? null : v,
+    );
+    out.push({ ...s, guard: { ...s.guard, expected } });
+    for (const d of mine) {
+      out.push({
+        guard: {
+          kind: "range",
+          path: `${d.path}.shape[${d.dim}]`,
+          expected: [chosen.lo, chosen.hi],
+        },
+        access: { root: "arg", keys: [...a.keys, "shape", d.dim] },
+        test: "plain",
+      });
+    }
+  }
+  return out;
 }

@@ -162,9 +162,10 @@ function fullCondition(s: GuardSpec, bind: (v: unknown) => string): string {
     case "dtype":
       return `v instanceof T && v.impl.dtype === ${JSON.stringify(expected as DType)}`;
     case "shape": {
-      const dims = expected as readonly number[];
+      // A null dim is dynamic: a range guard right after checks it.
+      const dims = expected as readonly (number | null)[];
       const parts = [`v instanceof T`, `(s = v.impl.shape).length === ${dims.length}`];
-      for (const [i, d] of dims.entries()) parts.push(`s[${i}] === ${d}`);
+      for (const [i, d] of dims.entries()) if (d !== null) parts.push(`s[${i}] === ${d}`);
       return parts.join(" && ");
     }
     case "value": {
@@ -250,13 +251,13 @@ export function failureReason(s: GuardSpec, inputs: GuardInputs): string {
       return `${path}.dtype was ${String(expected)}, now ${v.dtype}`;
     case "shape": {
       if (!(v instanceof Tensor)) return `${path} was a tensor, now ${describeValue(v)}`;
-      const dims = expected as readonly number[];
+      const dims = expected as readonly (number | null)[];
       if (v.shape.length !== dims.length) {
         return `${path}.ndim was ${dims.length}, now ${v.shape.length} (shape [${dims.join(
           ", ",
         )}], now [${v.shape.join(", ")}])`;
       }
-      const i = dims.findIndex((d, k) => v.shape[k] !== d);
+      const i = dims.findIndex((d, k) => d !== null && v.shape[k] !== d);
       return `${path}.shape[${i}] was ${dims[i]}, now ${v.shape[i]}`;
     }
     case "value":

@@ -18,5 +18,13 @@ export {
   type ReplayRecord,
 } from "./stats.ts";
 export type { Guard, GuardKind } from "./guards.ts";
+export {
+  type BucketPolicy,
+  type DimRange,
+  type DynamicOption,
+  DynamicShapeError,
+  type DynamicSpec,
+  markDynamic,
+} from "./dynamic.ts";
 export type { SourceLocation } from "./source.ts";
 export { explain, explainWith, type Explanation, type ExplainedPlace } from "./explain.ts";

@@ -32,6 +32,12 @@ export interface ReplayRecord {
   readonly where: string;
 }
 
+/** A dynamic dim compiled for its exact size instead of a bucket, and why. */
+export interface SpecializationRecord {
+  readonly call: number;
+  readonly reason: string;
+}
+
 /** A call that ran the user's code eagerly because the recompile limit was reached. */
 export interface FallbackRecord {
   readonly call: number;
@@ -60,6 +66,8 @@ export interface CompileStats {
   readonly segmentsCompiled: number;
   /** Cache entries (guarded programs) held now. */
   readonly entries: number;
+  /** Dynamic dims compiled for their exact size instead of a bucket, with the reason. */
+  readonly specializations: readonly SpecializationRecord[];
 }
 
 /** Counters behind CompileStats (mutable; `snapshot` freezes a copy). */
@@ -74,6 +82,7 @@ export class StatsCounter {
   readonly recompiles: RecompileRecord[] = [];
   readonly fallbacks: FallbackRecord[] = [];
   readonly replayReasons: ReplayRecord[] = [];
+  readonly specializations: SpecializationRecord[] = [];
   private readonly breaks = new Map<
     string,
     { record: Omit<GraphBreakRecord, "count">; n: number }
@@ -94,6 +103,10 @@ export class StatsCounter {
     this.replayReasons.push({ reason, location, where });
   }
 
+  noteSpecialized(call: number, reason: string): void {
+    this.specializations.push({ call, reason });
+  }
+
   snapshot(entries: number): CompileStats {
     return Object.freeze({
       calls: this.calls,
@@ -110,6 +123,7 @@ export class StatsCounter {
       segments: this.segments,
       segmentsCompiled: this.segmentsCompiled,
       entries,
+      specializations: Object.freeze([...this.specializations]),
     });
   }
 }

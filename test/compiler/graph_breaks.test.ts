@@ -164,7 +164,9 @@ describe("graph breaks", () => {
     }
     expect(fast.stats).toMatchObject({ mode: "graph", compiles: 2, cacheHits: 1 });
     expect(fast.stats.graphBreaks).toEqual([]);
-    expect(fast.stats.recompiles[0]!.reason).toBe("x.shape[0] was 3, now 5");
+    expect(fast.stats.recompiles[0]!.reason).toBe(
+      "x.shape[0] was 3, now 5: dim 0 of x is now dynamic (<=8, bucket pow2)",
+    );
     const e = explain(rows, randn(3, 4));
     expect(e).toMatchObject({ mode: "graph", graphs: 1, opsPerGraph: [5] });
     expect(e.guards).toContainEqual({ kind: "shape", path: "x", expected: [3, 4] });

@@ -1,0 +1,229 @@
+// Bounded dynamism in compile(): a dim declared dynamic (option, markDynamic) or made dynamic
+// automatically compiles once per bucket, and every result equals the eager model's at every
+// size; code that depends on a size is specialized, never guessed at; bad declarations and
+// sizes outside a declared range are clear errors.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compile } from "../../compiler/index.ts";
+import { DynamicShapeError, markDynamic } from "../../compiler/dynamic.ts";
+import { flatten } from "../../compiler/pytree.ts";
+import createBert, { inputs as bertInputs } from "../../models/bert.ts";
+import createGpt2, {
+  type GPT2Output,
+  type KVCache, tinyConfig as gpt2Tiny } from "../../models/gpt2.ts";
+import { arange, Generator, manualSeed, ops, randint, randn, type Tensor } from "../../index.ts";
+import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+
+beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
+afterAll(() => setDefaultProgramCache(undefined));
+
+const TOL = 1e-5;
+
+function expectTreeClose(actual: unknown, expected: unknown): void {
+  const a = flatten(actual);
+  const e = flatten(expected);
+  expect(a.spec).toEqual(e.spec);
+  for (const [i, l] of a.leaves.entries()) {
+    const tx = l.value as Tensor;
+    const ty = e.leaves[i]!.value as Tensor;
+    expect(tx.shape).toEqual(ty.shape);
+    const dx = tx.to("float32").data() as Float32Array;
+    const dy = ty.to("float32").data() as Float32Array;
+    let worst = 0;
+    for (let k = 0; k < dx.length; k++) {
+      worst = Math.max(worst, Math.abs(dx[k]! - dy[k]!) / (1 + Math.abs(dy[k]!)));
+    }
+    expect(worst).toBeLessThanOrEqual(TOL);
+  }
+}
+
+/** pow2 bucket index of a size (sizes 0 and 1 are their own). */
+function pow2Bucket(n: number): number {
+  return n <= 1 ? -1 - n : Math.ceil(Math.log2(n));
+}
+
+/** A small deterministic PRNG for the lengths. */
+function lengths(seed: number, count: number, max: number): number[] {
+  let s = seed;
+  return Array.from({ length: count }, () => {
+    s = (s * 1103515245 + 12345) % 2 ** 31;
+    return 1 + (s % max);
+  });
+}
+
+describe("dynamic dims: BERT tiny", () => {
+  it("declared dims: one program per pow2 bucket, equal to eager at every length", () => {
+    manualSeed(0);
+    const model = createBert("tiny").eval();
+    const fast = compile(model, {
+      dynamic: { inputIds: { 1: { max: 64 } }, "options.attentionMask": { 1: { max: 64 } } },
+    });
+    const seen = new Set<number>();
+    for (const seq of [...lengths(7, 14, 64), 64, 33, 2, 1]) {
+      const [ids, o] = bertInputs({ batch: 2, seq });
+      expectTreeClose(fast(ids, o), model.call(ids, o));
+      seen.add(pow2Bucket(seq));
+    }
+    expect(fast.stats.compiles).toBe(seen.size);
+    expect(fast.stats.specializations).toEqual([]);
+    const ranged = fast.guards.filter((gs) => gs.some((g) => g.kind === "range"));
+    expect(ranged.length).toBe(seen.size - 2); // sizes 1 and 2 are static programs
+    expect(ranged[0]!.filter((g) => g.kind === "range").map((g) => g.path)).toEqual([
+      "inputIds.shape[1]",
+      "options.attentionMask.shape[1]",
+    ]);
+  });
+
+  it("auto (the default): the second size makes the dim dynamic and says so", () => {
+    manualSeed(1);
+    const model = createBert("tiny").eval();
+    const fast = compile(model);
+    const seen = new Set<number>();
+    const sizes = [16, 17, 20, 32, 5, 7, 8, 40, 64, 33];
+    for (const seq of sizes) {
+      const [ids, o] = bertInputs({ batch: 1, seq });
+      expectTreeClose(fast(ids, o), model.call(ids, o));
+      if (seq !== 16) seen.add(pow2Bucket(seq));
+    }
+    // The first call is static (16); then one program per bucket.
+    expect(fast.stats.compiles).toBe(1 + seen.size);
+    expect(fast.stats.recompiles[0]!.reason).toBe(
+      "inputIds.shape[1] was 16, now 17: dim 1 of inputIds is now dynamic (<=32, bucket pow2); " +
+        "dim 1 of options.attentionMask is now dynamic (<=32, bucket pow2)",
+    );
+    expect(fast.stats.recompiles[1]!.reason).toBe("inputIds.shape[1] was in [17, 32], now 5");
+  });
+});
+
+describe("dynamic dims: what the program reads from the size", () => {
+  it("mean over a dynamic dim, arange(T), T as a number, T-1 slices of a concat", () => {
+    const fn = (x: Tensor) => {
+      const t = x.shape[1]!;
+      const pos = arange(t).to("float32");
+      return x.mean(1).add(x.add(pos).sum(1).div(t)).add(x.sum(1).mul(t - 1));
+    };
+    const fast = compile(fn, { dynamic: { x: { 1: {} } } });
+    for (const n of [5, 6, 7, 8, 9, 16, 12]) {
+      const x = randn(3, n);
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.specializations).toEqual([]);
+    expect(fast.stats.compiles).toBe(2);
+  });
+
+  it("code that branches on the size is specialized, with correct results on both sides", () => {
+    const fn = (x: Tensor) => (x.shape[0]! > 6 ? x.exp().sum() : x.mul(2).sum());
+    const fast = compile(fn, { dynamic: { 0: { 0: {} } } });
+    for (const n of [5, 8, 6, 7]) {
+      const x = randn(n);
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.specializations.length).toBeGreaterThan(0);
+    expect(fast.stats.specializations[0]!.reason).toMatch(
+      /x\.shape\[0\] = 5 is specialized: .*depends on the size \(first at \w+ at .*\.ts:\d+/,
+    );
+  });
+
+  it("a float that depends on the size (1/T) is specialized, not fitted", () => {
+    const fn = (x: Tensor) => x.mul(1 / x.shape[0]!).sum();
+    const fast = compile(fn, { dynamic: { x: { 0: {} } } });
+    for (const n of [5, 7, 8]) {
+      const x = randn(n);
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.specializations[0]!.reason).toMatch(/not an integer affine function/);
+  });
+});
+
+describe("dynamic dims: markDynamic and bucket policies", () => {
+  const fn = (x: Tensor) => x.softmax(-1).mul(x.shape[1]!);
+
+  it("markDynamic makes the dim dynamic from the first call", () => {
+    const fast = compile(fn, { dynamic: false });
+    for (const n of [9, 10, 16]) {
+      const x = markDynamic(randn(2, n), 1, { max: 100 });
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.compiles).toBe(1);
+    expect(fast.guards[0]!.find((g) => g.kind === "range")).toEqual({
+      kind: "range",
+      path: "x.shape[1]",
+      expected: [9, 16],
+    });
+  });
+
+  it("an explicit list, { multiple }, and none", () => {
+    const run = (buckets: Parameters<typeof compile>[1] extends infer O
+      ? O extends { buckets?: infer B } ? B : never : never, sizes: number[]) => {
+      const fast = compile(fn, { dynamic: { x: { 1: { max: 48 } } }, buckets });
+      for (const n of sizes) {
+        const x = randn(2, n);
+        expectTreeClose(fast(x), fn(x));
+      }
+      return fast.stats.compiles;
+    };
+    expect(run([10, 20, 48], [3, 10, 11, 20, 21, 48])).toBe(3);
+    expect(run({ multiple: 16 }, [3, 16, 17, 32, 33, 48])).toBe(3);
+    expect(run("none", [3, 16, 17, 32, 33, 48])).toBe(1);
+  });
+});
+
+describe("dynamic dims: bad input", () => {
+  const fn = (x: Tensor) => x.sum(0);
+
+  it("rejects min > max, a list that is not increasing, a bad multiple", () => {
+    expect(() => compile(fn, { dynamic: { x: { 0: { min: 9, max: 4 } } } })).toThrow(
+      /dynamic\.x\[0\]: min \(9\) > max \(4\)/,
+    );
+    expect(() => compile(fn, { buckets: [16, 8] })).toThrow(
+      /strictly increasing, but edge 1 \(8\) <= edge 0 \(16\)/,
+    );
+    expect(() => compile(fn, { buckets: { multiple: 0 } })).toThrow(DynamicShapeError);
+    expect(() => compile(fn, { buckets: "none" })).toThrow(/declare the dims/);
+    expect(() => markDynamic(randn(3), 2)).toThrow(/dim 2 is out of range/);
+    expect(() => markDynamic(randn(3), 0, { min: 5, max: 2 })).toThrow(/min \(5\) > max \(2\)/);
+  });
+
+  it("a size outside the declared range: an error, or a specialization when asked", () => {
+    const strict = compile(fn, { dynamic: { x: { 0: { min: 2, max: 8 } } } });
+    strict(randn(5));
+    expect(() => strict(randn(9))).toThrow(
+      /x\.shape\[0\] is 9, outside its declared range \[2, 8\]/,
+    );
+    const lenient = compile(fn, {
+      dynamic: { x: { 0: { min: 2, max: 8 } } },
+      outOfRange: "recompile",
+    });
+    lenient(randn(5));
+    const x = randn(9);
+    expectTreeClose(lenient(x), fn(x));
+    expect(lenient.stats.specializations[0]!.reason).toMatch(/outside its declared range/);
+  });
+});
+
+describe("dynamic dims: GPT-2 generation with a growing KV cache", () => {
+  it("compiles once per cache-length bucket for a whole generation, tokens equal eager", () => {
+    manualSeed(2);
+    const model = createGpt2({ ...gpt2Tiny, nPositions: 64 }).eval();
+    const fast = compile(model);
+    const prompt = randint(0, 100, [1, 5], { generator: new Generator(0) });
+    let ids = prompt;
+    let next = prompt;
+    let past: KVCache | null = null;
+    for (let step = 0; step < 40; step++) {
+      const out: GPT2Output = fast(next, { pastKeyValues: past, useCache: true });
+      past = out.pastKeyValues;
+      const last = out.logits.narrow(1, out.logits.size(1) - 1, 1);
+      next = ops.argmax(last, -1).to(ids.dtype);
+      ids = ops.cat([ids, next], 1);
+    }
+    expect(ids.toArray()).toEqual(model.generate(prompt, { maxNewTokens: 40 }).toArray());
+    // The prompt, the first step (cache length 5), then cache lengths 6-8, 9-16, 17-32, 33-63
+    // (the bucket ends where the model's context length does).
+    expect(fast.stats.compiles).toBe(6);
+    expect(fast.stats.specializations).toEqual([]);
+    expect(fast.stats.recompiles.at(-1)!.reason).toBe(
+      "options.pastKeyValues[0][0].shape[2] was in [17, 32], now 33",
+    );
+  });
+});
