@@ -19,6 +19,7 @@ import {
   shapeOf,
   type ParsedFile,
 } from "./analyze_source.ts";
+import { findSizeBranches, type SizeBranch } from "./analyze_sizes.ts";
 import {
   isKilnFile,
   Walker,
@@ -31,6 +32,7 @@ import {
 
 export type { SideEffectKind } from "./analyze_rules.ts";
 export type { BindingKind, DataDependent, FreeVariable, SideEffect } from "./analyze_walk.ts";
+export type { SizeBranch } from "./analyze_sizes.ts";
 
 export interface SourceAnalysis {
   /** The file the function's source was found in (absent when analysed from toString()). */
@@ -49,6 +51,12 @@ export interface SourceAnalysis {
   freeVariables: FreeVariable[];
   sideEffects: SideEffect[];
   dataDependent: DataDependent[];
+  /**
+   * Control flow whose condition depends on a tensor's size (analyze_sizes.ts): compile()
+   * keeps such code static instead of sharing one program across a bucket of sizes. An entry
+   * with `parameter` depends on a size only through that number parameter of the function.
+   */
+  sizeBranches: SizeBranch[];
 }
 
 interface Analysed {
@@ -179,6 +187,7 @@ function analyseUncached(fn: Function): Analysed {
       };
       const walked = new Walker(parsed, node, at).run();
       const found = lists(walked);
+      found.sizeBranches.push(...findSizeBranches(parsed, node, at));
       // Module-level helpers the function calls by name, transitively, tagged with `via`.
       const done = new Set<ts.Node>([node]);
       const queue = [...walked.helpers];
@@ -191,6 +200,7 @@ function analyseUncached(fn: Function): Analysed {
         found.freeVariables.push(...w.freeVariables.map(tag));
         found.sideEffects.push(...w.sideEffects.map(tag));
         found.dataDependent.push(...w.dataDependent.map(tag));
+        found.sizeBranches.push(...findSizeBranches(parsed, h.node, at).map(tag));
         queue.push(...w.helpers);
       }
       return {
@@ -211,6 +221,7 @@ function analyseUncached(fn: Function): Analysed {
         freeVariables: [],
         sideEffects: [],
         dataDependent: [],
+        sizeBranches: [],
       },
       thisCalls: [],
       superCalls: [],
@@ -223,6 +234,7 @@ function analyseUncached(fn: Function): Analysed {
       source: "toString",
       note: `${note}; analysed fn.toString(): lines count from the function's first line`,
       ...lists(walked),
+      sizeBranches: findSizeBranches(snippet.parsed, snippet.node, at),
     },
     thisCalls: walked.thisCalls,
     superCalls: walked.superCalls,
@@ -242,6 +254,7 @@ function lists(w: WalkResult): Lists {
     freeVariables: [...w.freeVariables],
     sideEffects: [...w.sideEffects],
     dataDependent: [...w.dataDependent],
+    sizeBranches: [],
   };
 }
 
@@ -267,6 +280,7 @@ function merge(parts: { analysis: SourceAnalysis; via: string | undefined }[]): 
     freeVariables: [...main.freeVariables],
     sideEffects: [...main.sideEffects],
     dataDependent: [...main.dataDependent],
+    sizeBranches: [...main.sizeBranches],
   };
   for (const { analysis: p, via } of rest) {
     const file = p.file !== main.file ? p.file : undefined;
@@ -278,11 +292,15 @@ function merge(parts: { analysis: SourceAnalysis; via: string | undefined }[]): 
     out.freeVariables.push(...p.freeVariables.map(tag));
     out.sideEffects.push(...p.sideEffects.map(tag));
     out.dataDependent.push(...p.dataDependent.map(tag));
+    out.sizeBranches.push(...p.sizeBranches.map(tag));
   }
   return { ...out, ...tidy(out) };
 }
 
-type Lists = Pick<SourceAnalysis, "freeVariables" | "sideEffects" | "dataDependent">;
+type Lists = Pick<
+  SourceAnalysis,
+  "freeVariables" | "sideEffects" | "dataDependent" | "sizeBranches"
+>;
 
 /** Sorted by file (the main one first), line and column, each entry once. */
 function tidy(l: Lists): Lists {
@@ -292,6 +310,7 @@ function tidy(l: Lists): Lists {
     freeVariables: dedupe(l.freeVariables).sort(order),
     sideEffects: dedupe(l.sideEffects).sort(order),
     dataDependent: dedupe(l.dataDependent).sort(order),
+    sizeBranches: dedupe(l.sizeBranches).sort(order),
   };
 }
 
@@ -306,7 +325,7 @@ function dedupe<T>(xs: T[]): T[] {
 }
 
 function freeze(a: SourceAnalysis): SourceAnalysis {
-  for (const list of [a.freeVariables, a.sideEffects, a.dataDependent]) {
+  for (const list of [a.freeVariables, a.sideEffects, a.dataDependent, a.sizeBranches]) {
     for (const e of list) Object.freeze(e);
     Object.freeze(list);
   }

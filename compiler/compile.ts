@@ -55,6 +55,7 @@ import {
   type DynamicOption,
   DynamicShapeError,
   dynamicMarks,
+  sizeBranchReason,
   outOfRange,
   policyName,
   resizeTensor,
@@ -351,6 +352,14 @@ export function compile(
   let lastTrace: TraceSummary | undefined;
 
   const getAnalysis = (): Analysis => (analysis ??= analyze(fn, model));
+  /** Why the code must stay static (it branches on a size), read from its source once. */
+  let sizeBranch: string | null | undefined;
+  const getSizeBranch = (): string | undefined =>
+    (sizeBranch ??=
+      sizeBranchReason(
+        model ? undefined : fn,
+        model ? [model] : fixedFreeModules(getAnalysis(), fn).map(([, m]) => m),
+      ) ?? null) ?? undefined;
 
   const lazyOptions = () => ({
     ...(options.backend !== undefined && { backend: options.backend }),
@@ -808,7 +817,14 @@ export function compile(
       resultIndex = program.resultIndex;
       ops = program.ops;
       tuple = program.results > 1;
-      const dyn = chosen ? buildDynamic(spec, leaves, chosen, program, tracer) : undefined;
+      // Code that branches on a size is never shared across sizes: a branch that flips between
+      // the sizes traced would go unseen (docs/dynamic-shapes.md).
+      const branch = chosen ? getSizeBranch() : undefined;
+      const dyn = !chosen
+        ? undefined
+        : branch !== undefined
+          ? ({ ok: false, why: branch } as const)
+          : buildDynamic(spec, leaves, chosen, program, tracer);
       if (dyn?.ok) {
         exe = dyn.exe;
         module = dynamicModule = dyn.module;

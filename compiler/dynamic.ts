@@ -9,6 +9,10 @@
 // program is compiled for (see compiler/dynamic_module.ts for how the program is built).
 
 import { allocate, Literal, type LiteralData } from "../ir/literal.ts";
+import type { Module as NNModule } from "../tensor/nn/module.ts";
+import { analyzeFunction, analyzeModuleForward, type SourceAnalysis } from "./analyze.ts";
+import { isKilnFile } from "./analyze_walk.ts";
+import { formatLocation } from "./source.ts";
 import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { describeValue } from "./guards.ts";
@@ -295,4 +299,54 @@ export function resizeTensor(t: Tensor, sizes: ReadonlyMap<number, number>): Ten
     }
   }
   return tensorFromLiteral(new Literal(lit.type, dst, data as unknown as LiteralData));
+}
+
+// ---- code that branches on a size ------------------------------------------------------------
+
+/**
+ * Why the compiled code must not share a program across sizes, or undefined when it may: the
+ * first branch on a size (compiler/analyze_sizes.ts) in `fn` (absent when the root is a module),
+ * or in the forward (and the methods it reaches) of any module in the trees of `modules` —
+ * the compiled model itself first. Kiln's own layers (tensor/nn) are not read: they branch on
+ * sizes only to throw or for sizes 0 and 1, which are always specialized. A branch on a
+ * `number` parameter counts except in the compiled function's own parameters, which are
+ * guarded by value.
+ */
+export function sizeBranchReason(
+  fn: Function | undefined,
+  modules: readonly NNModule[],
+): string | undefined {
+  const found = (a: SourceAnalysis, top: boolean): string | undefined => {
+    const b = a.sizeBranches.find((e) => !top || e.parameter === undefined || e.via !== undefined);
+    if (!b) return undefined;
+    const file = b.file ?? a.file;
+    const where =
+      file !== undefined
+        ? formatLocation({ file, line: b.line, column: b.column })
+        : `line ${b.line} of the function's text`;
+    const via = b.via !== undefined ? ` in ${b.via}` : "";
+    return `kept static: the code branches on a size at ${where}${via} (${b.kind} \`${b.expr}\`)`;
+  };
+  try {
+    if (fn) {
+      const why = found(analyzeFunction(fn), true);
+      if (why) return why;
+    }
+    const done = new Set<SourceAnalysis>();
+    for (const [i, root] of modules.entries()) {
+      for (const m of root.modules()) {
+        if (typeof (m as { forward?: unknown }).forward !== "function") continue;
+        const a = analyzeModuleForward(m);
+        if (done.has(a) || (a.file !== undefined && isKilnFile(a.file))) continue;
+        done.add(a);
+        const why = found(a, fn === undefined && i === 0 && m === root);
+        if (why) return why;
+      }
+    }
+  } catch (e) {
+    return `kept static: the source could not be analysed for branches on a size (${
+      e instanceof Error ? e.message : String(e)
+    })`;
+  }
+  return undefined;
 }

@@ -111,10 +111,11 @@ export class GPT2Attention extends nn.Module {
     const v = past === null ? v0 : ops.cat([past[1], v0], -2);
     const t = k.size(-2);
     // Query i is at absolute position t - s + i and sees keys 0 .. t - s + i. Without a cache
-    // (s == t) that is the plain causal mask.
+    // (s == t) that is the plain causal mask. The test is on `past`, not on `s === t`, so the
+    // code does not branch on a size (compile() would keep it static; docs/dynamic-shapes.md).
     const dropoutP = this.training ? this.attnPdrop : 0;
     const out =
-      s === t
+      past === null
         ? ops.scaledDotProductAttention(q, k, v, { isCausal: true, dropoutP })
         : ops.scaledDotProductAttention(q, k, v, {
             attnMask: ops.tril(ops.ones([s, t], { dtype: "bool" }), t - s),

@@ -29,6 +29,7 @@ import {
 } from "./fixtures/closures.ts";
 import { argumentsAndLocals, io, noisy, pure } from "./fixtures/effects.ts";
 import { ArrowForward, Configurable, LoggedMlp, Mlp, QuietMlp } from "./fixtures/model.ts";
+import * as sizes from "./fixtures/sizes.ts";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const FIXTURES = join(HERE, "fixtures");
@@ -461,5 +462,63 @@ describe("errors and helpers", () => {
     expect(isKilnSpecifier(file, "./base_block.ts")).toBe(false);
     expect(isKilnSpecifier(file, "../../../models/mlp.ts")).toBe(false);
     expect(isKilnSpecifier(file, "node:fs")).toBe(false);
+  });
+});
+
+describe("branches on a tensor's size (sizeBranches)", () => {
+  const where = (a: SourceAnalysis) =>
+    a.sizeBranches.map((b) => ({
+      line: b.line,
+      kind: b.kind,
+      ...(b.parameter !== undefined && { parameter: b.parameter }),
+      ...(b.via !== undefined && { via: b.via }),
+    }));
+
+  it("finds if, ?: and a flag assigned from a comparison, at their lines", () => {
+    expect(where(analyzeFunction(sizes.parity))).toEqual([
+      { line: at("sizes.ts", "parity"), kind: "if" },
+    ]);
+    const exact = analyzeFunction(sizes.exactly37).sizeBranches;
+    expect(exact).toEqual([
+      {
+        expr: "x.size(0) === 37",
+        line: at("sizes.ts", "exact"),
+        column: col("sizes.ts", "exact", "x.size"),
+        kind: "?:",
+      },
+    ]);
+    expect(where(analyzeFunction(sizes.threshold))).toEqual([
+      { line: at("sizes.ts", "threshold"), kind: "if" },
+    ]);
+  });
+
+  it("follows callbacks, logical operators, switch and a helper's number parameter", () => {
+    expect(where(analyzeFunction(sizes.indirect))).toEqual([
+      { line: at("sizes.ts", "logical"), kind: "||" },
+      { line: at("sizes.ts", "logical"), kind: "&&" },
+      { line: at("sizes.ts", "switch"), kind: "switch" },
+      { line: at("sizes.ts", "helper"), kind: "?:", parameter: "n", via: "scaleFor" },
+    ]);
+  });
+
+  it("ignores the rank, loops over a shape and guards that only throw on a range", () => {
+    // The one entry depends on the compiled function's own parameter (guarded by value).
+    expect(where(analyzeFunction(sizes.guarded))).toEqual([
+      { line: at("sizes.ts", "param"), kind: "?:", parameter: "limit" },
+    ]);
+  });
+
+  it("keeps throws on an equality or a parity: their sizes can fall between samples", () => {
+    expect(where(analyzeFunction(sizes.unsafeGuards))).toEqual([
+      { line: at("sizes.ts", "eqthrow"), kind: "if" },
+      { line: at("sizes.ts", "oddthrow"), kind: "if" },
+    ]);
+  });
+
+  it("follows this.method calls in a module's forward", () => {
+    expect(where(analyzeModuleForward(new sizes.Block()))).toEqual([
+      { line: at("sizes.ts", "method"), kind: "?:", parameter: "t", via: "this.scale" },
+    ]);
+    expect(analyzeModuleForward(new sizes.Outer()).sizeBranches).toEqual([]);
   });
 });

@@ -13,6 +13,8 @@ import createGpt2, {
   type KVCache, tinyConfig as gpt2Tiny } from "../../models/gpt2.ts";
 import { arange, Generator, manualSeed, ops, randint, randn, type Tensor } from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+import { readFileSync } from "node:fs";
+import * as sizes from "./fixtures/sizes.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
@@ -119,9 +121,9 @@ describe("dynamic dims: what the program reads from the size", () => {
       expectTreeClose(fast(x), fn(x));
     }
     expect(fast.stats.specializations.length).toBeGreaterThan(0);
-    expect(fast.stats.specializations[0]!.reason).toMatch(
-      /x\.shape\[0\] = 5 is specialized: .*depends on the size \(first at \w+ at .*\.ts:\d+/,
-    );
+    const reason = fast.stats.specializations[0]!.reason;
+    expect(reason).toMatch(/^x\.shape\[0\] = 5 is specialized: kept static: the code branches /);
+    expect(reason).toMatch(/ at .*dynamic\.test\.ts:\d+:\d+ \(\?: `x\.shape\[0\]! > 6`\)$/);
   });
 
   it("a float that depends on the size (1/T) is specialized, not fitted", () => {
@@ -225,5 +227,58 @@ describe("dynamic dims: GPT-2 generation with a growing KV cache", () => {
     expect(fast.stats.recompiles.at(-1)!.reason).toBe(
       "options.pastKeyValues[0][0].shape[2] was in [17, 32], now 33",
     );
+  });
+});
+
+describe("dynamic dims: code that branches on a size is kept static", () => {
+  const SIZES = new URL("./fixtures/sizes.ts", import.meta.url);
+  /** The 1-based line of the fixture that ends in `// @tag`. */
+  const line = (tag: string): number =>
+    readFileSync(SIZES, "utf8").split("\n").findIndex((l) => l.endsWith(`// @${tag}`)) + 1;
+
+  // Each of these flips between sizes that tracing at a bucket's edges does not see (37 inside
+  // [33, 64]; parity; 40 inside [33, 64]): without the source check, a bucket program traced
+  // on one side would serve sizes on the other.
+  const cases = [
+    ["T % 2 === 0", sizes.parity, "parity"],
+    ["T === 37", sizes.exactly37, "exact"],
+    ["n > 40 through a flag", sizes.threshold, "threshold"],
+  ] as const;
+  for (const [title, fn, tag] of cases) {
+    it(`${title}: equal to eager at every length 1..64, and the reason names the line`, () => {
+      const fast = compile(fn, { dynamic: { x: { 0: {} } }, recompileLimit: 100 });
+      for (let n = 1; n <= 64; n++) {
+        const x = randn(n);
+        expectTreeClose(fast(x), fn(x));
+      }
+      expect(fast.stats.compiles).toBe(64);
+      const reason = fast.stats.specializations[0]!.reason;
+      expect(reason).toContain("kept static: the code branches on a size at ");
+      expect(reason).toContain(`fixtures/sizes.ts:${line(tag)}:`);
+    });
+  }
+
+  it("a submodule's method branching on a size passed to it keeps the model static", () => {
+    const model = new sizes.Outer();
+    const fast = compile(model, { dynamic: { x: { 1: {} } }, recompileLimit: 100 });
+    for (const n of [33, 49, 40, 64, 47, 48]) {
+      const x = randn(2, n);
+      expectTreeClose(fast(x), model.call(x));
+    }
+    expect(fast.stats.compiles).toBe(6);
+    expect(fast.stats.specializations[0]!.reason).toContain(
+      `fixtures/sizes.ts:${line("method")}:`,
+    );
+    expect(fast.stats.specializations[0]!.reason).toContain("in this.scale");
+  });
+
+  it("range guards that only throw, rank checks and loops over a shape still share buckets", () => {
+    const fast = compile((x: Tensor) => sizes.guarded(x, 64), { dynamic: { x: { 1: {} } } });
+    for (const n of [33, 40, 64, 37, 50]) {
+      const x = randn(2, n);
+      expectTreeClose(fast(x), sizes.guarded(x, 64));
+    }
+    expect(fast.stats.specializations).toEqual([]);
+    expect(fast.stats.compiles).toBe(1);
   });
 });
