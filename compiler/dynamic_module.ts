@@ -6,15 +6,17 @@
 // on the size there: a dim that differs is dynamic (`<=bound`, its bound the top's size; it must
 // grow with the size), and a constant that differs (`arange(start, ...)`'s start, a count) is an
 // integer affine function of the size, rebuilt from `get-dimension-size` so the program reads
-// the real size at run time. Different structure — user code that branches on the size, a
-// slice whose limits move, a float constant like 1/T — is never guessed at: the comparison
-// returns a reason naming the instruction and its source line, and the caller specializes the
-// dim (compiles the exact size) instead.
+// the real size at run time; a slice may differ only along a dim it takes whole ([0:T]), which
+// the top's [0:bound] slice keeps dynamic. Different structure — user code that branches on the
+// size, a slice whose limits move otherwise, a float constant like 1/T — is never guessed at:
+// the comparison returns a reason naming the instruction and its source line, and the caller
+// specializes the dim (compiles the exact size) instead.
 
 import { ComputationBuilder } from "../ir/builder.ts";
 import { cloneAttributes, cloneModule } from "../ir/clone.ts";
 import { Literal, scalarLiteral } from "../ir/literal.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
+import type { SliceDim } from "../ir/attributes.ts";
 import { printComputation } from "../ir/print.ts";
 import {
   type ArrayShape,
@@ -70,12 +72,54 @@ export function fitAffine(points: readonly (readonly [number, number])[]): Affin
   return { a, c };
 }
 
-function attrsKey(i: Instruction): string {
-  return JSON.stringify({ ...i.attrs, literal: undefined }, (_k, v: unknown) => {
+function attrsKey(i: Instruction, withoutSlice = false): string {
+  const drop = withoutSlice ? { slice: undefined } : {};
+  return JSON.stringify({ ...i.attrs, literal: undefined, ...drop }, (_k, v: unknown) => {
     if (typeof v === "bigint") return `${v}n`;
     if (ArrayBuffer.isView(v)) return Array.from(v as unknown as ArrayLike<number>);
     return v;
   });
+}
+
+/** A slice dim that takes all of its operand dim: [0:extent], stride 1. */
+function isFullSlice(sl: SliceDim, extent: number): boolean {
+  return sl.start === 0 && sl.stride === 1 && sl.limit === extent;
+}
+
+function sliceText(sl: SliceDim): string {
+  return `[${sl.start}:${sl.limit}${sl.stride === 1 ? "" : `:${sl.stride}`}]`;
+}
+
+/**
+ * Why the attributes of `x` (at the top) and `y` (the same instruction at another size) cannot
+ * be one instruction of the bounded program, or undefined when they can. Equal attributes can.
+ * A slice may also differ along a dim it takes whole ([0:T] at every size): the top's slice is
+ * then [0:bound] over the `<=bound` dim, which keeps the real size (the padder's slice rule).
+ * Anything else that moves with the size — a slice that stops short of the end (`x[:T-1]`),
+ * dynamic-slice sizes, padding — has no form over a dynamic dim here, and is specialized.
+ */
+function attributesDiffer(x: Instruction, y: Instruction): string | undefined {
+  if (attrsKey(x) === attrsKey(y)) return undefined;
+  const xs = x.attrs.slice;
+  const ys = y.attrs.slice;
+  if (x.opcode !== "slice" || !xs || !ys || xs.length !== ys.length) {
+    return "has different attributes";
+  }
+  if (attrsKey(x, true) !== attrsKey(y, true)) return "has different attributes";
+  const xop = x.operand(0).shape;
+  const yop = y.operand(0).shape;
+  if (xop.kind !== "array" || yop.kind !== "array") return "has different attributes";
+  for (const [d, a] of xs.entries()) {
+    const b = ys[d]!;
+    if (a.start === b.start && a.limit === b.limit && a.stride === b.stride) continue;
+    if (isFullSlice(a, xop.dims[d]!) && isFullSlice(b, yop.dims[d]!)) continue;
+    return (
+      `slices dim ${d} as ${sliceText(a)} of ${xop.dims[d]} and as ${sliceText(b)} of ` +
+      `${yop.dims[d]}: only a slice of the whole dim (or the same range at every size) can ` +
+      `follow a dynamic dim`
+    );
+  }
+  return undefined;
 }
 
 /** The single value of a splat literal (every element equal), or undefined. */
@@ -155,7 +199,8 @@ export function buildDynamicModule(
       if (ops.length !== yops.length || ops.some((n, q) => n !== yops[q])) {
         return mismatch("has different operands");
       }
-      if (attrsKey(x) !== attrsKey(y)) return mismatch("has different attributes");
+      const attrWhy = attributesDiffer(x, y);
+      if (attrWhy !== undefined) return mismatch(attrWhy);
       if (x.called.map((c) => c.name).join() !== y.called.map((c) => c.name).join()) {
         return mismatch("calls different computations");
       }

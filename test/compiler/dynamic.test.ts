@@ -137,6 +137,55 @@ describe("dynamic dims: what the program reads from the size", () => {
   });
 });
 
+describe("dynamic dims: slices along a dynamic dim", () => {
+  it("split along a static dim takes the dynamic dim whole: one program per bucket", () => {
+    const fn = (x: Tensor) => {
+      const [a, b, c] = x.split(4, 1) as [Tensor, Tensor, Tensor];
+      return a.mul(b).add(c.exp()).sum(1);
+    };
+    const fast = compile(fn, { dynamic: { x: { 0: {} } } });
+    const ns = [5, 6, 7, 8, 9, 13, 16];
+    for (const n of ns) {
+      const x = randn(n, 12);
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.specializations).toEqual([]);
+    expect(fast.stats.compiles).toBe(new Set(ns.map(pow2Bucket)).size);
+  });
+
+  it("a slice that stops short of the end (x[:T-1]) is specialized, with its reason", () => {
+    const fn = (x: Tensor) => x.narrow(0, 0, x.shape[0]! - 1).exp().sum();
+    const fast = compile(fn, { dynamic: { x: { 0: {} } } });
+    for (const n of [5, 7, 8]) {
+      const x = randn(n, 3);
+      expectTreeClose(fast(x), fn(x));
+    }
+    expect(fast.stats.specializations.length).toBeGreaterThan(0);
+    expect(fast.stats.specializations[0]!.reason).toMatch(
+      /slices dim 0 as \[0:7\] of 8 and as \[0:\d\] of \d.*only a slice of the whole dim/,
+    );
+  });
+});
+
+describe("dynamic dims: GPT-2 tiny forward without a cache, growing length", () => {
+  it("compiles once per pow2 bucket (plus the first static length), logits equal eager", () => {
+    manualSeed(3);
+    const model = createGpt2("tiny").eval();
+    const forward = (ids: Tensor): Tensor => model.call(ids).logits;
+    const fast = compile(forward);
+    const gen = new Generator(1);
+    const ns: number[] = [];
+    for (let n = 5; n <= 29; n++) {
+      const ids = randint(0, gpt2Tiny.vocabSize, [1, n], { generator: gen });
+      expectTreeClose(fast(ids), forward(ids));
+      ns.push(n);
+    }
+    expect(fast.stats.specializations).toEqual([]);
+    // Length 5 alone (static, before the dim is seen to move), then buckets 5-8, 9-16, 17-32.
+    expect(fast.stats.compiles).toBe(1 + new Set(ns.map(pow2Bucket)).size);
+  });
+});
+
 describe("dynamic dims: markDynamic and bucket policies", () => {
   const fn = (x: Tensor) => x.softmax(-1).mul(x.shape[1]!);
 
