@@ -67,7 +67,9 @@ optimizationPipeline({ verify: false }).run(optimized);
 console.log("\n== Fusion summary of the whole forward pass ==\n");
 console.log(formatFusionSummary(fusionSummary(optimized)));
 
-console.log("\n== The fused IR of one transformer block (h.0) ==\n");
+console.log(
+  `\n== The fused IR of one transformer block (h.0), traced at length ${prompt.size(1)} ==\n`,
+);
 const block = firstBlock(optimized);
 const callees = new Set<Computation>();
 for (const i of block) for (const c of i.called) callees.add(c);

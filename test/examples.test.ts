@@ -20,7 +20,7 @@ it("npm start (examples/demo.ts): compiled generation equals eager, reasons and 
   expect(out).toContain("compiled tokens equal eager: true");
   expect(out).toContain("== Compiles and recompiles ==");
   expect(out).toMatch(/calls \d+, compiles \d+/);
-  expect(out).toContain("== The fused IR of one transformer block (h.0) ==");
+  expect(out).toContain("== The fused IR of one transformer block (h.0), traced at length 5 ==");
   expect(out).toMatch(/kInput/);
   const html = /HTML view of the graph .*: (.+\.html)/.exec(out)?.[1];
   expect(html && existsSync(html)).toBe(true);
