@@ -2,8 +2,17 @@
 // options, writes its report through `out` (stdout in the CLI, a buffer in tests) and returns
 // the exit code. Errors are CliErrors (errors.ts); main.ts turns them into one-line messages.
 
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import {
+  accessSync,
+  constants as fsConstants,
+  existsSync,
+  mkdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { compile, type CompileStats, describeGuard } from "../compiler/index.ts";
 import type { Module } from "../ir/module.ts";
@@ -234,16 +243,52 @@ function errCode(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** Creates `dir` (and parents) or fails with exit code 5 naming it. */
+// Kernel pseudo-filesystems: mkdir there can fail in ways Node's recursive mkdir retries
+// forever (seen with /proc), and nothing written there is a dump anyway.
+const PSEUDO_FS = ["/proc", "/sys"];
+
+function underPseudoFs(path: string): string | undefined {
+  return PSEUDO_FS.find((root) => path === root || path.startsWith(`${root}${sep}`));
+}
+
+/**
+ * Creates `dir` (and parents) or fails with exit code 5 naming it. The nearest existing
+ * ancestor is checked first (a directory, writable, not under /proc or /sys), so mkdir is only
+ * attempted where it can succeed.
+ */
 export function ensureDir(dir: string): void {
+  const abs = resolve(dir);
+  const refuse = (why: string, cause?: unknown): CliError =>
+    new CliError(EXIT.io, `--out '${dir}' is not writable: ${why}`, cause);
+  let ancestor = abs;
+  while (!existsSync(ancestor) && dirname(ancestor) !== ancestor) ancestor = dirname(ancestor);
+  let real = ancestor;
   try {
-    mkdirSync(dir, { recursive: true });
-    const probe = join(dir, `.kiln-write-test-${process.pid}`);
+    real = realpathSync(ancestor);
+  } catch {
+    // A dangling symlink or a race: the checks below report the problem on `ancestor`.
+  }
+  const pseudo = underPseudoFs(abs) ?? underPseudoFs(real);
+  if (pseudo !== undefined) {
+    throw refuse(`it is under ${pseudo} (a kernel pseudo-filesystem), choose another directory`);
+  }
+  try {
+    if (!statSync(ancestor).isDirectory()) {
+      throw refuse(`ENOTDIR: '${ancestor}' exists and is not a directory`);
+    }
+    accessSync(ancestor, fsConstants.W_OK);
+  } catch (e) {
+    if (e instanceof CliError) throw e;
+    throw refuse(`${errCode(e)} ('${ancestor}')`, e);
+  }
+  try {
+    mkdirSync(abs, { recursive: true });
+    const probe = join(abs, `.kiln-write-test-${process.pid}`);
     // mkdir succeeds on an existing read-only directory: only creating a file proves it.
     writeFileSync(probe, "");
     rmSync(probe, { force: true });
   } catch (e) {
-    throw new CliError(EXIT.io, `--out '${dir}' is not writable: ${errCode(e)}`, e);
+    throw refuse(errCode(e), e);
   }
 }
 

@@ -267,4 +267,22 @@ describe("bad input: one line, non-zero exit", () => {
       "is not writable: ENOTDIR",
     );
   });
+
+  // Node's recursive mkdir used to spin forever under /proc: the short spawn timeout turns a
+  // regression into a failure (status null) instead of a hung suite.
+  it("--out under /proc or /sys", () => {
+    for (const [dir, fsRoot] of [["/proc/kiln-out", "/proc"], ["/sys/kiln-out/sub", "/sys"]]) {
+      const r = spawnSync(process.execPath, ["cli/kiln.js", "dump", "mlp", "--out", dir], {
+        cwd: root,
+        encoding: "utf8",
+        env: { ...process.env, KILN_CACHE_DIR: cacheDir, KILN_LOGS: "", KILN_DUMP_DIR: "" },
+        timeout: 20_000,
+      });
+      const line = oneLineError({ code: r.status, stdout: r.stdout, stderr: r.stderr }, 5);
+      expect(line).toBe(
+        `kiln dump: --out '${dir}' is not writable: it is under ${fsRoot} ` +
+          "(a kernel pseudo-filesystem), choose another directory",
+      );
+    }
+  }, 45_000);
 });
