@@ -2,9 +2,12 @@
 // ONE kLoop fusion run by the js backend, against one hand-written JavaScript loop doing the
 // same math with the same f32 semantics (Math.fround after every op, NaN-propagating max).
 // Prints milliseconds per run for both and their ratio (target: js within 1.5x of the loop).
+// A second row runs the exact-GELU chain gelu(x*a+b) * sigmoid(x) (erf and logistic) the same
+// way against a loop calling the evaluator's own erf, and prints ns per element.
 // Run with `npm run bench:kernels` (or `npx tsx bench/elementwise.ts`).
 
 import { ModuleBuilder } from "../ir/builder.ts";
+import { erf } from "../ir/evaluate_elementwise.ts";
 import { literal, type Literal } from "../ir/literal.ts";
 import { arrayShape } from "../ir/shape.ts";
 import { single } from "../runtime/backend.ts";
@@ -69,3 +72,48 @@ console.log(`elementwise chain over ${N} f32 (one kLoop fusion)`);
 const hand = time("hand-written loop", () => handWritten(values));
 const js = time("js backend", () => exe.run([input]));
 console.log(`ratio js / hand-written: ${(js / hand).toFixed(2)}x (target <= 1.5x)`);
+
+// ---- exact GELU times sigmoid: 0.5 u (1 + erf(u / sqrt 2)) * logistic(x), u = x*a + b --------
+
+function buildGeluSigmoid() {
+  const mb = new ModuleBuilder("gelu_sigmoid");
+  const s = arrayShape("f32", [N]);
+  const fused = mb.computation("fused_gelu_sigmoid", (b) => {
+    const x = b.parameter(s);
+    const bc = (v: number) => b.broadcast(b.scalar("f32", v), [N], []);
+    const u = b.add(b.multiply(x, bc(A)), bc(B));
+    const e = b.erf(b.multiply(u, bc(Math.SQRT1_2)));
+    const g = b.multiply(b.multiply(u, bc(0.5)), b.add(e, bc(1)));
+    return b.multiply(g, b.logistic(x));
+  });
+  mb.entry("main", (b) => b.fusion([b.parameter(s)], fused, "kLoop"));
+  return mb.build();
+}
+
+function geluSigmoidByHand(x: Float32Array): Float32Array {
+  const y = new Float32Array(x.length);
+  const a = Math.fround(A);
+  const bb = Math.fround(B);
+  const r2 = Math.fround(Math.SQRT1_2);
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i]!;
+    const u = Math.fround(Math.fround(v * a) + bb);
+    const e = Math.fround(erf(Math.fround(u * r2)));
+    const g = Math.fround(Math.fround(u * 0.5) * Math.fround(e + 1));
+    y[i] = Math.fround(g * Math.fround(1 / (1 + Math.exp(-v))));
+  }
+  return y;
+}
+
+const exe2 = jsBackend.compile(buildGeluSigmoid());
+const check2 = single(exe2.run([input])).data as Float32Array;
+const ref2 = geluSigmoidByHand(values);
+for (let i = 0; i < N; i++) {
+  if (!Object.is(check2[i], ref2[i])) throw new Error(`gelu*sigmoid mismatch at ${i}`);
+}
+console.log(`exact gelu(x*a+b) * sigmoid(x) over ${N} f32 (one kLoop fusion)`);
+const hand2 = time("hand-written loop", () => geluSigmoidByHand(values));
+const js2 = time("js backend", () => exe2.run([input]));
+const ns = (ms: number) => ((ms * 1e6) / N).toFixed(1);
+const ratio2 = (js2 / hand2).toFixed(2);
+console.log(`ns/element: hand-written ${ns(hand2)}, js ${ns(js2)}; ratio ${ratio2}x`);

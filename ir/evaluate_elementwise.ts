@@ -99,36 +99,120 @@ function roundEven(x: number): number {
   return r;
 }
 
-const SQRT_PI = Math.sqrt(Math.PI);
+// erf coefficients of fdlibm's s_erf.c (Sun Microsystems, 1993; freely distributable), the
+// algorithm glibc, musl and FreeBSD use: under 1 double ulp of error on every range, so rounding
+// the double result to f32 is correct except within an ulp of an f32 rounding midpoint.
+// [0, 0.84375): erf(x) = x + x * P(x^2)/Q(x^2).
+const ERF_EFX = 1.28379167095512586316e-1;
+const ERF_PP0 = 1.28379167095512558561e-1;
+const ERF_PP1 = -3.25042107247001499370e-1;
+const ERF_PP2 = -2.84817495755985104766e-2;
+const ERF_PP3 = -5.77027029648944159157e-3;
+const ERF_PP4 = -2.37630166566501626084e-5;
+const ERF_QQ1 = 3.97917223959155352819e-1;
+const ERF_QQ2 = 6.50222499887672944485e-2;
+const ERF_QQ3 = 5.08130628187576562776e-3;
+const ERF_QQ4 = 1.32494738004321644526e-4;
+const ERF_QQ5 = -3.96022827877536812320e-6;
+// [0.84375, 1.25): erf(x) = erx + P(s)/Q(s), s = x - 1, erx = erf(1) rounded to 24 bits.
+const ERF_ERX = 8.45062911510467529297e-1;
+const ERF_PA0 = -2.36211856075265944077e-3;
+const ERF_PA1 = 4.14856118683748331666e-1;
+const ERF_PA2 = -3.72207876035701323847e-1;
+const ERF_PA3 = 3.18346619901161753674e-1;
+const ERF_PA4 = -1.10894694282396677476e-1;
+const ERF_PA5 = 3.54783043256182359371e-2;
+const ERF_PA6 = -2.16637559486879084300e-3;
+const ERF_QA1 = 1.06420880400844228286e-1;
+const ERF_QA2 = 5.40397917702171048937e-1;
+const ERF_QA3 = 7.18286544141962662868e-2;
+const ERF_QA4 = 1.26171219808761642112e-1;
+const ERF_QA5 = 1.36370839120290507362e-2;
+const ERF_QA6 = 1.19844998467991074170e-2;
+// [1.25, 1/0.35): erfc(x) = exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / x.
+const ERF_RA0 = -9.86494403484714822705e-3;
+const ERF_RA1 = -6.93858572707181764372e-1;
+const ERF_RA2 = -1.05586262253232909814e1;
+const ERF_RA3 = -6.23753324503260060396e1;
+const ERF_RA4 = -1.62396669462573470355e2;
+const ERF_RA5 = -1.84605092906711035994e2;
+const ERF_RA6 = -8.12874355063065934246e1;
+const ERF_RA7 = -9.81432934416914548592;
+const ERF_SA1 = 1.96512716674392571292e1;
+const ERF_SA2 = 1.37657754143519042600e2;
+const ERF_SA3 = 4.34565877475229228821e2;
+const ERF_SA4 = 6.45387271733267880336e2;
+const ERF_SA5 = 4.29008140027567833386e2;
+const ERF_SA6 = 1.08635005541779435134e2;
+const ERF_SA7 = 6.57024977031928170135;
+const ERF_SA8 = -6.04244152148580987438e-2;
+// [1/0.35, 6): the same form with a second fit.
+const ERF_RB0 = -9.86494292470009928597e-3;
+const ERF_RB1 = -7.99283237680523006574e-1;
+const ERF_RB2 = -1.77579549177547519889e1;
+const ERF_RB3 = -1.60636384855821916062e2;
+const ERF_RB4 = -6.37566443368389627722e2;
+const ERF_RB5 = -1.02509513161107724954e3;
+const ERF_RB6 = -4.83519191608651397019e2;
+const ERF_SB1 = 3.03380607434824582924e1;
+const ERF_SB2 = 3.25792512996573918826e2;
+const ERF_SB3 = 1.53672958608443695994e3;
+const ERF_SB4 = 3.19985821950859553908e3;
+const ERF_SB5 = 2.55305040643316442583e3;
+const ERF_SB6 = 4.74528541206955367215e2;
+const ERF_SB7 = -2.24409524465858183362e1;
 
 /**
- * erf to double accuracy. |x| < 2.5: erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (2n+1)!!
- * (all terms positive, so no cancellation); 2.5 <= |x| < 6: 1 - erfc(x) with erfc's continued
- * fraction exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + (2/2)/(x + (3/2)/(x + ...)))) evaluated
- * backwards; beyond 6, erf is 1 to double precision.
+ * erf by fdlibm's method (see the coefficients above): no loop and two exps at most, so the `js`
+ * backend can call it per element. Odd, keeps the sign of zero, NaN in → NaN out. Every float
+ * type here rounds through f32, so from |x| = 4 on (erfc(4) = 1.5e-8, under half an f32 ulp
+ * below 1) it returns exactly 1, which is what the double result rounds to; XLA's f32 erf clamps
+ * at 4 as well.
  */
 export function erf(x: number): number {
-  if (Number.isNaN(x) || x === 0) return x;
-  const ax = Math.abs(x);
-  let r: number;
-  if (ax < 2.5) {
-    const x2 = ax * ax;
-    let term = ax;
-    let sum = ax;
-    for (let n = 1; n < 500; n++) {
-      term *= (2 * x2) / (2 * n + 1);
-      sum += term;
-      if (term <= sum * 1e-17) break;
-    }
-    r = ((2 / SQRT_PI) * Math.exp(-x2) * sum);
-  } else if (ax < 6) {
-    let f = ax;
-    for (let k = 120; k >= 1; k--) f = ax + k / 2 / f;
-    r = 1 - Math.exp(-ax * ax) / SQRT_PI / f;
-  } else {
-    r = 1;
+  if (x !== x) return x;
+  const ax = x < 0 ? -x : x;
+  if (ax < 0.84375) {
+    // Below 2^-28 the polynomial term is under half an ulp of x.
+    if (ax < 3.725290298461914e-9) return x + ERF_EFX * x;
+    const z = x * x;
+    const r = ERF_PP0 + z * (ERF_PP1 + z * (ERF_PP2 + z * (ERF_PP3 + z * ERF_PP4)));
+    const s = 1 + z * (ERF_QQ1 + z * (ERF_QQ2 + z * (ERF_QQ3 + z * (ERF_QQ4 + z * ERF_QQ5))));
+    return x + x * (r / s);
   }
-  return x < 0 ? -r : r;
+  let y: number;
+  if (ax < 1.25) {
+    const s = ax - 1;
+    const p =
+      ERF_PA0 +
+      s * (ERF_PA1 + s * (ERF_PA2 + s * (ERF_PA3 + s * (ERF_PA4 + s * (ERF_PA5 + s * ERF_PA6)))));
+    const q =
+      1 +
+      s * (ERF_QA1 + s * (ERF_QA2 + s * (ERF_QA3 + s * (ERF_QA4 + s * (ERF_QA5 + s * ERF_QA6)))));
+    y = ERF_ERX + p / q;
+  } else if (ax < 4) {
+    const s = 1 / (ax * ax);
+    let r: number;
+    let q: number;
+    if (ax < 1 / 0.35) {
+      const rHi = ERF_RA4 + s * (ERF_RA5 + s * (ERF_RA6 + s * ERF_RA7));
+      r = ERF_RA0 + s * (ERF_RA1 + s * (ERF_RA2 + s * (ERF_RA3 + s * rHi)));
+      const qHi = ERF_SA4 + s * (ERF_SA5 + s * (ERF_SA6 + s * (ERF_SA7 + s * ERF_SA8)));
+      q = 1 + s * (ERF_SA1 + s * (ERF_SA2 + s * (ERF_SA3 + s * qHi)));
+    } else {
+      const rHi = ERF_RB4 + s * (ERF_RB5 + s * ERF_RB6);
+      r = ERF_RB0 + s * (ERF_RB1 + s * (ERF_RB2 + s * (ERF_RB3 + s * rHi)));
+      const qHi = ERF_SB4 + s * (ERF_SB5 + s * (ERF_SB6 + s * ERF_SB7));
+      q = 1 + s * (ERF_SB1 + s * (ERF_SB2 + s * (ERF_SB3 + s * qHi)));
+    }
+    // exp(-x^2) split as exp(-z^2) * exp((z - x)(z + x)) with z = x rounded to 24 bits, so z^2 is
+    // exact and the tiny correction carries the rest: one rounding of x^2 would cost ~x^2 ulps.
+    const z = Math.fround(ax);
+    y = 1 - (Math.exp(-z * z - 0.5625) * Math.exp((z - ax) * (z + ax) + r / q)) / ax;
+  } else {
+    y = 1;
+  }
+  return x < 0 ? -y : y;
 }
 
 /** C's pow with XLA's special cases: 1^y = 1 and x^0 = 1 for every x, y (NaN included). */

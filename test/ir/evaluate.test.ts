@@ -182,6 +182,54 @@ describe("unary float ops", () => {
     expect(got[erfRef.length * 2 + 1]).toBeNaN();
   });
 
+  // An independent, slow erf to double accuracy: the Maclaurin-type series
+  // erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (2n+1)!! (positive terms, no cancellation)
+  // below 2.5 and erfc's continued fraction (evaluated backwards) above.
+  const seriesErf = (x: number): number => {
+    const ax = Math.abs(x);
+    let r: number;
+    if (ax < 2.5) {
+      const x2 = ax * ax;
+      let term = ax;
+      let sum = ax;
+      for (let n = 1; n < 500 && term > sum * 1e-18; n++) {
+        term *= (2 * x2) / (2 * n + 1);
+        sum += term;
+      }
+      r = (2 / Math.sqrt(Math.PI)) * Math.exp(-x2) * sum;
+    } else {
+      let f = ax;
+      for (let k = 200; k >= 1; k--) f = ax + k / 2 / f;
+      r = 1 - Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;
+    }
+    return x < 0 ? -r : r;
+  };
+  // Every 211th f32 from 2^-30 to 4.5, both signs: ~2.6M points through the evaluator.
+  const sweep = (() => {
+    const bits = new Uint32Array(1);
+    const asF = new Float32Array(bits.buffer);
+    const xs: number[] = [];
+    for (let b = 0x30800000; b <= 0x40900000; b += 211) {
+      bits[0] = b;
+      xs.push(asF[0]!, -asF[0]!);
+    }
+    return xs;
+  })();
+  const erfSweepM = elementwise("erf", "f32", sweep.length, 1);
+  it("erf is the correctly rounded f32 on a dense sweep", () => {
+    const got = vals(run(erfSweepM, f32([sweep.length], sweep)));
+    let bad = 0;
+    const firstBad: number[] = [];
+    sweep.forEach((x, i) => {
+      if (got[i] !== Math.fround(seriesErf(x))) {
+        bad++;
+        if (firstBad.length < 5) firstBad.push(x);
+      }
+    });
+    expect(firstBad).toEqual([]);
+    expect(bad).toBe(0);
+  });
+
   const notPred = elementwise("not", "pred", 2, 1);
   const notS32 = elementwise("not", "s32", 2, 1);
   const notU8 = elementwise("not", "u8", 2, 1);
