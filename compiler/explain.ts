@@ -2,8 +2,9 @@
 // compiles the target and calls it once with the example arguments (so the code runs once, side
 // effects included, as torch._dynamo.explain does), then reports the graphs and the frontend
 // ops in each, every graph break and replay-mode reason with the user's source line, the guards
-// a compiled call checks, and what the static analysis found (side effects, free variables,
-// likely breaks). `toString()` is the report the CLI prints.
+// a compiled call checks, the dynamic dims of the compiled entry with the bucket each one
+// serves (read from its range guards), and what the static analysis found (side effects, free
+// variables, likely breaks). `toString()` is the report the CLI prints.
 
 import { printHlo } from "../ir/print.ts";
 import type { Module as NNModule } from "../tensor/nn/module.ts";
@@ -34,6 +35,8 @@ export interface Explanation {
   readonly opsPerGraph: readonly number[];
   readonly graphBreaks: readonly ExplainedPlace[];
   readonly replayReasons: readonly ExplainedPlace[];
+  /** The entry's dynamic dims (graph mode), each with the bucket of sizes its program serves. */
+  readonly dynamicDims: readonly DynamicDim[];
   /** The guards a compiled call checks (graph mode). */
   readonly guards: readonly Guard[];
   /** The program (HLO text, before optimization) in graph mode. */
@@ -45,7 +48,25 @@ export interface Explanation {
   toString(): string;
 }
 
+/** A dynamic dim of a compiled entry: `path` as guards print it (`x.shape[1]`), bucket [lo, hi]. */
+export interface DynamicDim {
+  readonly path: string;
+  readonly lo: number;
+  readonly hi: number;
+}
+
 type AnyFunction = (...args: never[]) => unknown;
+
+/** Range guards are exactly the dynamic dims: compile() adds one per dim freed for a bucket. */
+function dynamicDimsOf(guards: readonly Guard[]): DynamicDim[] {
+  const out: DynamicDim[] = [];
+  for (const g of guards) {
+    if (g.kind !== "range" || !Array.isArray(g.expected)) continue;
+    const [lo, hi] = g.expected as readonly unknown[];
+    if (typeof lo === "number" && typeof hi === "number") out.push({ path: g.path, lo, hi });
+  }
+  return out;
+}
 
 /** Compiles `target`, runs it once on `args`, and reports what happened (see the file comment). */
 export function explain(
@@ -89,6 +110,7 @@ export function explainWith(
     opsPerGraph: t.opsPerSegment.filter((n) => n > 0),
     graphBreaks: t.breaks.map((b) => place(b.reason, b.location)),
     replayReasons: t.replayReasons.map((r) => place(r.reason, r.location)),
+    dynamicDims: dynamicDimsOf(t.guards),
     guards: t.guards,
     program: t.module ? printHlo(t.module) : undefined,
     sideEffects: (analysis?.sideEffects ?? []).map((s) =>
@@ -113,6 +135,10 @@ function report(e: Omit<Explanation, "toString">): string {
   if (e.mode === "replay") {
     lines.push(`  replay mode because:`);
     for (const r of e.replayReasons) lines.push(`    - ${r.where}: ${r.reason}`);
+  }
+  if (e.dynamicDims.length > 0) {
+    const dims = e.dynamicDims.map((d) => `${d.path} in [${d.lo}, ${d.hi}]`);
+    lines.push(`  dynamic dims: ${dims.join(", ")} (one program per bucket, padded to its top)`);
   }
   if (e.guards.length > 0) {
     lines.push(`  guards: ${e.guards.length}`);

@@ -6,9 +6,22 @@
 // with causal self-attention (c_attn computes q, k and v in one matmul) and a tanh-GELU MLP, a
 // final LayerNorm, and the LM head tied to the token embedding. A KV cache makes generation one
 // token per step: forward returns each layer's keys and values and takes them back as
-// `pastKeyValues`.
+// `pastKeyValues`. A static cache (Hugging Face's StaticCache, the pattern for compiled
+// generation) is preallocated at its full length; each step writes the new keys and values at
+// the current position with a dynamic-update-slice and masks the positions not written yet, and
+// the position is a runtime tensor, so every decoding step has the same shapes and one program.
 
-import { arange, Generator, nn, ops, randint, randn, type Tensor, zeros } from "../index.ts";
+import {
+  arange,
+  Generator,
+  nn,
+  ops,
+  randint,
+  randn,
+  type Tensor,
+  tensor,
+  zeros,
+} from "../index.ts";
 import { type ConfigChoice, readSpec, resolveConfig } from "./spec.ts";
 
 export interface GPT2Config {
@@ -58,6 +71,13 @@ export type LayerCache = [key: Tensor, value: Tensor];
 /** The KV cache: one entry per layer. */
 export type KVCache = LayerCache[];
 
+/**
+ * A static cache: one [key, value] per layer, each preallocated [B, nHead, maxLen, headDim]
+ * (GPT2.createStaticCache). Positions at or past the current length hold zeros or stale values
+ * and are masked out.
+ */
+export type StaticKVCache = KVCache;
+
 /** HF's Conv1D: y = x W + b with W stored [nx (in), nf (out)], initialised N(0, 0.02). */
 export class Conv1D extends nn.Module {
   readonly nf: number;
@@ -101,12 +121,20 @@ export class GPT2Attention extends nn.Module {
     this.resid_dropout = new nn.Dropout(c.residPdrop);
   }
 
-  /** x [B, S, D] and this layer's cache (T cached positions) → output and the new cache. */
-  forward(x: Tensor, past: LayerCache | null): [Tensor, LayerCache] {
+  /**
+   * x [B, S, D] and this layer's cache (T cached positions) → output and the new cache. With
+   * `position` (an int64 scalar tensor) `past` is a static cache: the new keys and values are
+   * written at `position` and query i sees the keys 0 .. position + i.
+   */
+  forward(x: Tensor, past: LayerCache | null, position?: Tensor): [Tensor, LayerCache] {
     const [b, s, d] = x.shape as [number, number, number];
     const heads = (t: Tensor) =>
       t.reshape(b, s, this.numHeads, d / this.numHeads).transpose(1, 2);
     const [q, k0, v0] = this.c_attn.call(x).split(d, 2).map(heads) as [Tensor, Tensor, Tensor];
+    if (position !== undefined) {
+      if (past === null) throw new Error("GPT2Attention: a cache position needs a static cache");
+      return this.forwardStatic(x, q, k0, v0, past, position);
+    }
     const k = past === null ? k0 : ops.cat([past[0], k0], -2);
     const v = past === null ? v0 : ops.cat([past[1], v0], -2);
     const t = k.size(-2);
@@ -121,6 +149,30 @@ export class GPT2Attention extends nn.Module {
             attnMask: ops.tril(ops.ones([s, t], { dtype: "bool" }), t - s),
             dropoutP,
           });
+    const merged = out.transpose(1, 2).reshape(b, s, d);
+    return [this.resid_dropout.call(this.c_proj.call(merged)), [k, v]];
+  }
+
+  private forwardStatic(
+    x: Tensor,
+    q: Tensor,
+    k0: Tensor,
+    v0: Tensor,
+    past: LayerCache,
+    position: Tensor,
+  ): [Tensor, LayerCache] {
+    const [b, s, d] = x.shape as [number, number, number];
+    // Starts [0, 0, position, 0]: the write lands at the step's position along the cache's T.
+    const zero = zeros([2], { dtype: "int64" });
+    const starts = ops.cat([zero, position.reshape(1), zero.narrow(0, 0, 1)], 0);
+    const k = ops.dynamicUpdateSlice(past[0], k0, starts);
+    const v = ops.dynamicUpdateSlice(past[1], v0, starts);
+    // Key j is visible to query i iff j <= position + i: causal, and blind to the slots not
+    // written yet. Built from tensors, so the program does not depend on the step.
+    const queryPos = arange(s).add(position);
+    const mask = arange(k.size(-2)).unsqueeze(0).le(queryPos.unsqueeze(1));
+    const dropoutP = this.training ? this.attnPdrop : 0;
+    const out = ops.scaledDotProductAttention(q, k, v, { attnMask: mask, dropoutP });
     const merged = out.transpose(1, 2).reshape(b, s, d);
     return [this.resid_dropout.call(this.c_proj.call(merged)), [k, v]];
   }
@@ -158,8 +210,8 @@ export class GPT2Block extends nn.Module {
     this.mlp = new GPT2MLP(c);
   }
 
-  forward(x: Tensor, past: LayerCache | null): [Tensor, LayerCache] {
-    const [a, present] = this.attn.call(this.ln_1.call(x), past);
+  forward(x: Tensor, past: LayerCache | null, position?: Tensor): [Tensor, LayerCache] {
+    const [a, present] = this.attn.call(this.ln_1.call(x), past, position);
     const h = x.add(a);
     return [h.add(this.mlp.call(this.ln_2.call(h))), present];
   }
@@ -170,6 +222,17 @@ export interface GPT2ForwardOptions {
   pastKeyValues?: KVCache | null;
   /** Return the cache (keys and values of every position so far). Default false. */
   useCache?: boolean;
+  /**
+   * A static cache (createStaticCache) to write the new positions into, at `cachePosition`;
+   * the output's pastKeyValues is the updated cache (always returned). Not with pastKeyValues.
+   */
+  staticCache?: StaticKVCache;
+  /**
+   * Where the ids' first token goes in the static cache (the number of positions already
+   * written): an int64 scalar tensor, so a compiled forward serves every step with one
+   * program (a number works too but is a constant of the program). Default 0.
+   */
+  cachePosition?: Tensor | number;
 }
 
 export interface GPT2Output {
@@ -183,6 +246,16 @@ export interface GenerateOptions {
   maxNewTokens: number;
   /** Feed one token per step through the KV cache (default true); false recomputes all. */
   useCache?: boolean;
+  /**
+   * Use a static cache (preallocated, written with dynamic-update-slice): after the prompt
+   * every step has the same shapes, so a compiled forward compiles twice (prompt and step)
+   * whatever the number of tokens. Default false.
+   */
+  staticCache?: boolean;
+  /** The static cache's length; default: prompt + maxNewTokens - 1 (what the steps need). */
+  cacheLength?: number;
+  /** What runs each step (default: this model); e.g. `compile(model)`. */
+  forward?: (inputIds: Tensor, options: GPT2ForwardOptions) => GPT2Output;
 }
 
 /** GPT-2 with its LM head (tied to `wte`), under GPT2Model's state-dict keys. */
@@ -205,8 +278,33 @@ export class GPT2 extends nn.Module {
     this.ln_f = new nn.LayerNorm(config.nEmbd, { eps: config.layerNormEpsilon });
   }
 
+  /**
+   * An empty static cache for `batch` sequences of up to `maxLen` positions (default the
+   * context length): per layer, zero keys and values [batch, nHead, maxLen, nEmbd / nHead] in
+   * the weights' dtype.
+   */
+  createStaticCache(batch: number, maxLen: number = this.config.nPositions): StaticKVCache {
+    const c = this.config;
+    for (const [what, n] of [["batch", batch], ["maxLen", maxLen]] as const) {
+      if (!Number.isInteger(n) || n < 1) {
+        throw new Error(`GPT2.createStaticCache: ${what} must be an integer >= 1, got ${n}`);
+      }
+    }
+    if (maxLen > c.nPositions) {
+      throw new Error(`GPT2.createStaticCache: maxLen ${maxLen} exceeds the context length ` +
+        `(nPositions ${c.nPositions})`);
+    }
+    const shape = [batch, c.nHead, maxLen, c.nEmbd / c.nHead];
+    const dtype = this.wte.weight.dtype;
+    return Array.from({ length: c.nLayer }, (): LayerCache => [
+      zeros(shape, { dtype }),
+      zeros(shape, { dtype }),
+    ]);
+  }
+
   /** Token ids [B, S] (int64 or int32) → next-token logits, and the cache if asked for. */
   forward(inputIds: Tensor, options: GPT2ForwardOptions = {}): GPT2Output {
+    if (options.staticCache !== undefined) return this.forwardStatic(inputIds, options);
     const past = options.pastKeyValues ?? null;
     if (past !== null && past.length !== this.h.length) {
       throw new Error(
@@ -234,6 +332,40 @@ export class GPT2 extends nn.Module {
     return { logits, pastKeyValues: options.useCache ? presents : null };
   }
 
+  private forwardStatic(inputIds: Tensor, options: GPT2ForwardOptions): GPT2Output {
+    const cache = options.staticCache!;
+    if ((options.pastKeyValues ?? null) !== null) {
+      throw new Error("GPT2: pass either pastKeyValues (a growing cache) or staticCache");
+    }
+    if (cache.length !== this.h.length) {
+      throw new Error(
+        `GPT2: staticCache has ${cache.length} layers, the model has ${this.h.length}`,
+      );
+    }
+    const s = inputIds.size(-1);
+    const maxLen = cache[0]![0].size(-2);
+    const at = options.cachePosition ?? 0;
+    if (typeof at === "number" && (!Number.isInteger(at) || at < 0 || at + s > maxLen)) {
+      throw new Error(`GPT2: cachePosition ${at} + ${s} new positions do not fit the static ` +
+        `cache's ${maxLen}`);
+    }
+    const position = typeof at === "number" ? tensor(BigInt(at)) : at.to("int64");
+    if (position.ndim > 1 || position.numel() !== 1) {
+      throw new Error(`GPT2: cachePosition must be a scalar, got shape [${position.shape}]`);
+    }
+    const pos = position.reshape([]);
+    const positions = arange(s).add(pos).unsqueeze(0);
+    let x = this.drop.call(this.wte.call(inputIds).add(this.wpe.call(positions)));
+    const presents: KVCache = [];
+    for (const [i, block] of [...this.h].entries()) {
+      const [y, present] = block.call(x, cache[i]!, pos);
+      x = y;
+      presents.push(present);
+    }
+    const logits = ops.linear(this.ln_f.call(x), this.wte.weight);
+    return { logits, pastKeyValues: presents };
+  }
+
   /**
    * Greedy decoding: appends `maxNewTokens` argmax tokens to each row of `inputIds` [B, S] and
    * returns [B, S + maxNewTokens] in the ids' dtype. With the cache (the default) the prompt runs
@@ -247,14 +379,38 @@ export class GPT2 extends nn.Module {
       );
     }
     const model: GPT2 = this; // `call` types its arguments from the concrete class
+    if (options.staticCache) return this.generateStatic(inputIds, options);
+    const run = options.forward ?? ((x, o) => model.call(x, o));
     let ids = inputIds;
     let next = inputIds;
     let past: KVCache | null = null;
     for (let step = 0; step < maxNewTokens; step++) {
       const out: GPT2Output = useCache
-        ? model.call(next, { pastKeyValues: past, useCache: true })
-        : model.call(ids);
+        ? run(next, { pastKeyValues: past, useCache: true })
+        : run(ids, {});
       past = out.pastKeyValues;
+      const last = out.logits.narrow(1, out.logits.size(1) - 1, 1);
+      next = ops.argmax(last, -1).to(ids.dtype);
+      ids = ops.cat([ids, next], 1);
+    }
+    return ids;
+  }
+
+  private generateStatic(inputIds: Tensor, options: GenerateOptions): Tensor {
+    const { maxNewTokens } = options;
+    if (maxNewTokens === 0) return inputIds;
+    const model: GPT2 = this;
+    const run = options.forward ?? ((ids, o) => model.call(ids, o));
+    const length = options.cacheLength ?? inputIds.size(-1) + maxNewTokens - 1;
+    let cache = this.createStaticCache(inputIds.size(0), length);
+    let ids = inputIds;
+    let next = inputIds;
+    let written = 0;
+    for (let step = 0; step < maxNewTokens; step++) {
+      const cachePosition = tensor(BigInt(written));
+      const out = run(next, { staticCache: cache, cachePosition });
+      cache = out.pastKeyValues!;
+      written += next.size(-1);
       const last = out.logits.narrow(1, out.logits.size(1) - 1, 1);
       next = ops.argmax(last, -1).to(ids.dtype);
       ids = ops.cat([ids, next], 1);

@@ -1,11 +1,13 @@
 // Indexing ops: gather, scatter / scatterAdd (out of place), indexSelect, embedding, maskedFill,
-// tril, triu and oneHot, lowered to the IR's gather, scatter, select and iota with PyTorch's
-// semantics. Index tensors are int64 (PyTorch's type) or int32. Index VALUES are checked in eager
-// mode, where they are known, before the program runs (each op's `normalize`): an out-of-range
-// index is an OpError naming the op, the index and the dim. Under lazy mode or a compiled
-// program the values are not known when the program is built and the IR's semantics apply
-// (XLA's): gather, indexSelect and embedding clamp an out-of-range start index into range,
-// scatter skips an out-of-range update, oneHot gives an all-zero row (see docs/ops/indexing.md).
+// tril, triu, oneHot and dynamicUpdateSlice, lowered to the IR's gather, scatter, select, iota
+// and dynamic-update-slice with PyTorch's (or, for dynamicUpdateSlice, JAX's) semantics.
+// Index tensors are int64 (PyTorch's type) or int32. Index VALUES are checked in eager mode,
+// where they are known, before the program runs (each op's `normalize`): an out-of-range index
+// is an OpError naming the op, the index and the dim. Under lazy mode or a compiled program the
+// values are not known when the program is built and the IR's semantics apply (XLA's): gather,
+// indexSelect and embedding clamp an out-of-range start index into range, scatter skips an
+// out-of-range update, oneHot gives an all-zero row, dynamicUpdateSlice clamps its starts (see
+// docs/ops/indexing.md).
 
 import type { ComputationBuilder } from "../../ir/builder.ts";
 import type { Computation, Instruction } from "../../ir/module.ts";
@@ -432,6 +434,56 @@ export const oneHot = defineOp({
   },
 });
 
+// ---- dynamicUpdateSlice (static KV caches, issue 6) ------------------------------------------
+
+/**
+ * `input` with `update` written at `starts` (jax.lax.dynamic_update_slice; HLO's
+ * dynamic-update-slice): `starts` is a 1-D int64/int32 tensor with one start per dim, read at
+ * run time, so one program serves every position (a preallocated KV cache written at the
+ * current step). Known (eager) starts must keep the update inside the input; unknown ones
+ * follow HLO, which clamps each start into [0, input - update].
+ */
+export const dynamicUpdateSlice = defineOp({
+  name: "dynamicUpdateSlice",
+  signature: [p.tensor("input"), p.tensor("update"), p.tensor("starts")],
+  normalize(args) {
+    const { input, update, starts } = args;
+    const v = knownIndices(starts);
+    // Shapes that do not fit are the lowering's error; only the values are checked here.
+    if (!v || v.length !== input.ndim || update.ndim !== input.ndim) return args;
+    if (update.shape.some((n, k) => n > input.shape[k]!)) return args;
+    for (let k = 0; k < v.length; k++) {
+      const s = Number(v[k]!);
+      const room = input.shape[k]! - update.shape[k]!;
+      if (s < 0 || s > room) {
+        throw new OpError("dynamicUpdateSlice", `start ${s} of dim ${k} puts the update ` +
+          `${shapeString(update.shape)} outside the input ${shapeString(input.shape)} ` +
+          `(starts for dim ${k} must be in [0, ${room}])`);
+      }
+    }
+    return args;
+  },
+  lower(b, [x, u, starts]) {
+    checkIndexDType(b, starts!, "starts");
+    const xs = dimsOf(x!);
+    const us = dimsOf(u!);
+    const where = `input ${shapeString(xs)}, update ${shapeString(us)}`;
+    if (dtypeOf(u!) !== dtypeOf(x!)) {
+      fail(b, `update must have the input's dtype ${dtypeOf(x!)}, got ${dtypeOf(u!)} (${where})`);
+    }
+    if (us.length !== xs.length || us.some((n, k) => n > xs[k]!)) {
+      fail(b, `update must have the input's rank and fit inside it (${where})`);
+    }
+    const ss = dimsOf(starts!);
+    if (ss.length !== 1 || ss[0] !== xs.length) {
+      fail(b, `starts must be a 1-D tensor with one start per input dim ([${xs.length}]), got ` +
+        `shape ${shapeString(ss)} (${where})`);
+    }
+    const scalars = range(xs.length).map((k) => b.reshape(b.slice(starts!, [k], [k + 1]), []));
+    return b.dynamicUpdateSlice(x!, u!, scalars);
+  },
+});
+
 // ---- Methods --------------------------------------------------------------------------------
 
 installMethods({
@@ -442,6 +494,7 @@ installMethods({
   maskedFill,
   tril,
   triu,
+  dynamicUpdateSlice,
 });
 
 declare module "../tensor.ts" {
@@ -453,5 +506,6 @@ declare module "../tensor.ts" {
     maskedFill: MethodOf<typeof maskedFill>;
     tril: MethodOf<typeof tril>;
     triu: MethodOf<typeof triu>;
+    dynamicUpdateSlice: MethodOf<typeof dynamicUpdateSlice>;
   }
 }
