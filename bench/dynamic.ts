@@ -1,15 +1,19 @@
-// Bounded dynamism's figures: sequence lengths 1..N through a BERT-style encoder (tiny widths,
-// a position table of N) compiled with a dynamic sequence dim, for each bucket policy: how many
-// programs were compiled, the total time spent in calls that compiled, and the time per call of
-// the bucketed program against a program compiled for exactly that length (the padding
-// overhead: the bucket's top is computed, the real length returned). Lengths are sampled
-// (--quick: fewer), and each figure is the median of --reps calls.
+// Bounded dynamism's figures (issue 6): sequence lengths 1..N through a BERT-style encoder and a
+// GPT-2-style decoder (forward without a cache; tiny widths, a position table of N) compiled with
+// a dynamic sequence dim, for each bucket policy: how many programs were compiled, the total time
+// spent in calls that compiled, and the time per call of the bucketed program against a program
+// compiled with `dynamic: false` for exactly that length (the padding overhead: the bucket's top
+// is computed, the real length returned). Lengths are sampled (--quick: fewer, and always the
+// bottom and top of every pow2 bucket, where the overhead is worst and best), and each time is
+// the median of --reps warm calls.
 //
 //   npm run bench:dynamic            (or: npx tsx bench/dynamic.ts [--quick] [--max 1024])
 
 import { compile } from "../compiler/index.ts";
 import type { BucketPolicy } from "../compiler/dynamic.ts";
-import { BertModel, inputs, tinyConfig } from "../models/bert.ts";
+import type { Tensor } from "../index.ts";
+import { BertModel, inputs as bertInputs, tinyConfig as bertTiny } from "../models/bert.ts";
+import { GPT2, inputs as gpt2Inputs, tinyConfig as gpt2Tiny } from "../models/gpt2.ts";
 import { ProgramCache, setDefaultProgramCache } from "../runtime/index.ts";
 
 const argv = process.argv.slice(2);
@@ -19,16 +23,23 @@ const flag = (name: string, dflt: number): number => {
 };
 const quick = argv.includes("--quick");
 const max = flag("max", quick ? 256 : 1024);
-const reps = flag("reps", 3);
+const reps = flag("reps", quick ? 5 : 7);
 
 setDefaultProgramCache(new ProgramCache({ disk: false }));
-const config = { ...tinyConfig, maxPositionEmbeddings: max };
-const model = new BertModel(config).eval();
 
-const step = quick ? Math.max(1, Math.floor(max / 24)) : Math.max(1, Math.floor(max / 96));
-const lengths: number[] = [];
-for (let n = 1; n <= max; n += step) lengths.push(n);
-if (lengths.at(-1) !== max) lengths.push(max);
+// The sample: every pow2 bucket's bottom and top (the worst and best padding), plus evenly
+// spaced lengths (full mode: about 96 of them).
+function sampleLengths(): number[] {
+  const set = new Set<number>([1, 2, max]);
+  for (let p = 2; p < max; p *= 2) {
+    set.add(p);
+    if (p + 1 <= max) set.add(p + 1);
+  }
+  const step = Math.max(1, Math.floor(max / (quick ? 8 : 96)));
+  for (let n = step; n <= max; n += step) set.add(n);
+  return [...set].sort((a, b) => a - b);
+}
+const lengths = sampleLengths();
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -45,46 +56,68 @@ function timeCall(f: () => unknown): number {
   return median(ts);
 }
 
+type Fn = (...args: unknown[]) => unknown;
+interface Subject {
+  title: string;
+  model: object;
+  args(n: number): unknown[];
+  dynamic: Record<string, Record<number, { max: number }>>;
+}
+
 const policies: [string, BucketPolicy][] = [
   ["pow2", "pow2"],
   ["multiple 128", { multiple: 128 }],
   ["none", "none"],
 ];
 
-// Static reference: one program per length (dynamic off), timed warm.
-const staticMs = new Map<number, number>();
-for (const n of lengths) {
-  const [ids, o] = inputs({ batch: 1, seq: n }, config);
-  const f = compile(model, { dynamic: false });
-  f(ids, o);
-  staticMs.set(n, timeCall(() => f(ids, o)));
+function bench(s: Subject): void {
+  const asFn = (f: unknown): Fn => f as Fn;
+  // Static reference: one program per length (dynamic off), timed warm.
+  const staticMs = new Map<number, number>();
+  for (const n of lengths) {
+    const a = s.args(n);
+    const f = asFn(compile(s.model as never, { dynamic: false }));
+    f(...a);
+    staticMs.set(n, timeCall(() => f(...a)));
+  }
+  console.log(`\n${s.title}, lengths 1..${max} (${lengths.length} sampled), median of ${reps}`);
+  console.log("policy        compiles  compile s  overhead avg  overhead worst (at length)");
+  for (const [label, buckets] of policies) {
+    const fast = compile(s.model as never, { dynamic: s.dynamic, buckets });
+    const call = asFn(fast);
+    let compileMs = 0;
+    const ratios: [number, number][] = [];
+    for (const n of lengths) {
+      const a = s.args(n);
+      const before = fast.stats.compiles;
+      const t0 = performance.now();
+      call(...a);
+      if (fast.stats.compiles > before) compileMs += performance.now() - t0;
+      ratios.push([n, timeCall(() => call(...a)) / staticMs.get(n)!]);
+    }
+    const avg = ratios.reduce((acc, [, r]) => acc + r, 0) / ratios.length;
+    const worst = ratios.reduce((x, y) => (y[1] > x[1] ? y : x));
+    console.log(
+      `${label.padEnd(13)} ${String(fast.stats.compiles).padStart(8)}  ` +
+        `${(compileMs / 1000).toFixed(2).padStart(9)}  ${avg.toFixed(2).padStart(11)}x  ` +
+        `${worst[1].toFixed(2).padStart(13)}x (${worst[0]})`,
+    );
+  }
 }
 
-console.log(`BERT-style encoder (hidden ${config.hiddenSize}, ${config.numHiddenLayers} layers), ` +
-  `lengths 1..${max} (${lengths.length} sampled), median of ${reps}`);
-console.log(
-  "policy        compiles  compile s  overhead avg  overhead worst (at length)",
-);
-for (const [label, buckets] of policies) {
-  const fast = compile(model, {
-    dynamic: { inputIds: { 1: { max } }, "options.attentionMask": { 1: { max } } },
-    buckets,
-  });
-  let compileMs = 0;
-  const ratios: [number, number][] = [];
-  for (const n of lengths) {
-    const [ids, o] = inputs({ batch: 1, seq: n }, config);
-    const before = fast.stats.compiles;
-    const t0 = performance.now();
-    fast(ids, o);
-    if (fast.stats.compiles > before) compileMs += performance.now() - t0;
-    ratios.push([n, timeCall(() => fast(ids, o)) / staticMs.get(n)!]);
-  }
-  const avg = ratios.reduce((a, [, r]) => a + r, 0) / ratios.length;
-  const worst = ratios.reduce((a, b) => (b[1] > a[1] ? b : a));
-  console.log(
-    `${label.padEnd(13)} ${String(fast.stats.compiles).padStart(8)}  ` +
-      `${(compileMs / 1000).toFixed(2).padStart(9)}  ${avg.toFixed(2).padStart(11)}x  ` +
-      `${worst[1].toFixed(2).padStart(13)}x (${worst[0]})`,
-  );
-}
+const bertConfig = { ...bertTiny, maxPositionEmbeddings: max };
+bench({
+  title: `BERT-style encoder (hidden ${bertConfig.hiddenSize}, ` +
+    `${bertConfig.numHiddenLayers} layers)`,
+  model: new BertModel(bertConfig).eval(),
+  args: (n) => bertInputs({ batch: 1, seq: n }, bertConfig),
+  dynamic: { inputIds: { 1: { max } }, "options.attentionMask": { 1: { max } } },
+});
+
+const gpt2Config = { ...gpt2Tiny, nPositions: max };
+bench({
+  title: `GPT-2-style decoder, no cache (embd ${gpt2Config.nEmbd}, ${gpt2Config.nLayer} layers)`,
+  model: new GPT2(gpt2Config).eval(),
+  args: (n): Tensor[] => gpt2Inputs({ batch: 1, seq: n }, gpt2Config),
+  dynamic: { inputIds: { 1: { max } } },
+});
