@@ -10,16 +10,23 @@
 // row that says so, never a download. Nothing here is used by tests except harness.ts.
 //
 //   npm run bench                  (installs the peers if needed, then this with --quick off)
-//   npx tsx bench/peers/run.ts [--quick] [--only matmul,elementwise,mlp,block] [--out DIR]
+//   npx tsx bench/peers/run.ts [--quick] [--out DIR]
+//       [--only matmul,elementwise,mlp,block,gpt2,bert,resnet,generate,compile]
+//
+// The whole-model workloads (gpt2, bert, resnet, generate) and the compile-time tables
+// (compile) have Kiln rows only — eager, lazy, compiled on js — cross-checked against Kiln
+// eager. --quick runs them on small configs (same input shapes; see ZOO below), the full run on
+// the zoo's "full" configs (GPT-2 small, BERT-base, ResNet-18).
 
-import { execSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { execSync, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { cpus, loadavg, totalmem } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   add,
+  clearLazyGraphs,
   compile,
   gelu,
   lazy,
@@ -30,8 +37,13 @@ import {
   type Tensor,
   tensor,
 } from "../../index.ts";
+import type { Module } from "../../ir/module.ts";
+import { moduleToProto } from "../../ir/proto.ts";
+import { bert, gpt2, resnet } from "../../models/index.ts";
 import { fullConfig as gpt2Full, GPT2Block } from "../../models/gpt2.ts";
-import { backendNames } from "../../runtime/index.ts";
+import type { CacheResult } from "../../runtime/cache.ts";
+import { compileModule } from "../../runtime/compile.ts";
+import { backendNames, ProgramCache } from "../../runtime/index.ts";
 import {
   crossCheck,
   markdownTable,
@@ -39,6 +51,7 @@ import {
   rate,
   ratio,
   type Row,
+  summarize,
   textTable,
   type TimingOptions,
   type Tolerance,
@@ -254,6 +267,10 @@ interface Workload {
   /** The reference output (computed once, untimed unless it is also a candidate). */
   reference: () => Float32Array;
   candidates: Candidate[];
+  /** Timing for this workload instead of the global one (whole models: few, long runs). */
+  timing?: TimingOptions;
+  /** Text for every timed row's note, from its timing (e.g. per-token latency). */
+  noteFor?: (medianMs: number) => string;
 }
 
 /** Kiln's three ways to run the same tensor function `f`, on Tensors made from the inputs. */
@@ -811,6 +828,285 @@ function blockWorkload(peers: Peers, seq: number): Workload {
   };
 }
 
+// -- whole models from models/ (Kiln rows only, cross-checked against Kiln eager) ---------------
+
+/**
+ * Which configs the model workloads use: the zoo's "full" ones, or in --quick "small" ones —
+ * the zoo's tiny configs 128 wide (vocabulary 1000, 256 positions, 2 layers) so seq 128 fits;
+ * ResNet's tiny config as is.
+ */
+const ZOO = QUICK ? "small" : "full";
+const GPT2_CONFIG: gpt2.GPT2Config = QUICK
+  ? { ...gpt2.tinyConfig, vocabSize: 1000, nPositions: 256, nEmbd: 128 }
+  : gpt2.fullConfig;
+const BERT_CONFIG: bert.BertConfig = QUICK
+  ? {
+      ...bert.tinyConfig,
+      vocabSize: 1000,
+      hiddenSize: 128,
+      intermediateSize: 512,
+      maxPositionEmbeddings: 256,
+    }
+  : bert.fullConfig;
+const RESNET_CONFIG: resnet.ResNetConfig = QUICK ? resnet.tinyConfig : resnet.fullConfig;
+/** Whole-model forward passes: the cross-check run is the warm-up; a few timed runs. */
+const MODEL_TIMING: TimingOptions = QUICK
+  ? { warmup: 0, budgetMs: 300, minRuns: 3, maxRuns: 20 }
+  : { warmup: 0, budgetMs: 2000, minRuns: 3, maxRuns: 10 };
+const MODEL_TOL: Tolerance = { rtol: 1e-3, atol: 1e-4 };
+
+function toF32(t: Tensor): Float32Array {
+  const d = t.data();
+  if (d instanceof Float32Array) return d;
+  const out = new Float32Array(d.length);
+  for (let i = 0; i < d.length; i++) out[i] = Number(d[i]);
+  return out;
+}
+
+/**
+ * Kiln eager, lazy and compiled (js) on a model's forward `f` over fixed arguments. Lazy runs
+ * the whole forward as one graph (no depth cut), as compile() does.
+ */
+function kilnModelCandidates(args: Tensor[], f: (...xs: Tensor[]) => Tensor): Candidate[] {
+  return [
+    { runtime: "Kiln eager", prepare: async () => () => toF32(f(...args)) },
+    {
+      runtime: "Kiln lazy",
+      prepare: async () => () => toF32(lazy(() => f(...args), { maxDepth: 1e9 })),
+    },
+    {
+      runtime: BASELINE,
+      prepare: async () => {
+        const cf = compile(f, { backend: "js", cache: "memory", fullgraph: true });
+        return () => toF32(cf(...args));
+      },
+    },
+  ];
+}
+
+function modelWorkload(
+  name: string,
+  args: Tensor[],
+  f: (...xs: Tensor[]) => Tensor,
+): Workload {
+  return {
+    name,
+    inputs: [],
+    tol: MODEL_TOL,
+    reference: () => toF32(f(...args)),
+    candidates: kilnModelCandidates(args, f),
+    timing: MODEL_TIMING,
+  };
+}
+
+/** A zoo model in eval mode (no dropout), its random init timed for the log. */
+function evalModel<M extends { eval(): unknown }>(what: string, make: () => M): M {
+  const t0 = performance.now();
+  const m = make();
+  m.eval();
+  process.stderr.write(`  ${what}: random init ${(performance.now() - t0).toFixed(0)} ms\n`);
+  return m;
+}
+
+let gpt2Model: gpt2.GPT2 | undefined;
+function gpt2Shared(): gpt2.GPT2 {
+  gpt2Model ??= evalModel(`GPT-2 (${ZOO})`, () => gpt2.default(GPT2_CONFIG));
+  return gpt2Model;
+}
+
+const GPT2_SEQ = 128;
+function gpt2Forward(): [Tensor[], (ids: Tensor) => Tensor] {
+  const model = gpt2Shared();
+  const [ids] = gpt2.inputs({ batch: 1, seq: GPT2_SEQ }, GPT2_CONFIG);
+  return [[ids], (x: Tensor) => model.call(x).logits];
+}
+
+function gpt2Workload(): Workload {
+  const [args, f] = gpt2Forward();
+  return modelWorkload(`GPT-2 (${ZOO}) forward, logits, seq ${GPT2_SEQ}, batch 1`, args, f);
+}
+
+const BERT_SEQ = 128;
+function bertForward(): [Tensor[], (ids: Tensor, mask: Tensor) => Tensor] {
+  const model = evalModel(`BERT (${ZOO})`, () => bert.default(BERT_CONFIG));
+  const [ids, { attentionMask }] = bert.inputs({ batch: 1, seq: BERT_SEQ }, BERT_CONFIG);
+  return [
+    [ids, attentionMask!],
+    (x: Tensor, m: Tensor) => model.call(x, { attentionMask: m }).lastHiddenState,
+  ];
+}
+
+function bertWorkload(): Workload {
+  const [args, f] = bertForward();
+  const name = `BERT-style encoder (${ZOO}), last hidden state, seq ${BERT_SEQ}, batch 1`;
+  return modelWorkload(name, args, (...xs) => f(xs[0]!, xs[1]!));
+}
+
+const RESNET_INPUT = { batch: 8, size: 64 };
+const RESNET_SIZE = QUICK ? "tiny" : "full";
+function resnetForward(): [Tensor[], (x: Tensor) => Tensor] {
+  const model = evalModel(`ResNet (${RESNET_SIZE})`, () => resnet.default(RESNET_CONFIG));
+  return [resnet.inputs(RESNET_INPUT, RESNET_CONFIG), (x: Tensor) => model.call(x)];
+}
+
+function resnetWorkload(): Workload {
+  const [args, f] = resnetForward();
+  const name = `ResNet-18-style CNN (${RESNET_SIZE}), logits, 8x3x64x64`;
+  return modelWorkload(name, args, (...xs) => f(xs[0]!));
+}
+
+const GEN_TOKENS = 32;
+const GEN_PROMPT = 8;
+
+/**
+ * Greedy generation of 32 tokens after an 8-token prompt; the output is the ids (prompt and
+ * new tokens), which every row must reproduce exactly. Eager and lazy use the growing KV cache;
+ * compiled uses the static cache, so one program serves every step after the prompt.
+ */
+function generateWorkload(): Workload {
+  const model = gpt2Shared();
+  const [ids] = gpt2.inputs({ batch: 1, seq: GEN_PROMPT }, GPT2_CONFIG);
+  const eager = () => toF32(model.generate(ids, { maxNewTokens: GEN_TOKENS }));
+  return {
+    name: `GPT-2 (${ZOO}) greedy generation, ${GEN_TOKENS} tokens after ${GEN_PROMPT}, batch 1`,
+    inputs: [],
+    tol: { rtol: 0, atol: 0 },
+    reference: eager,
+    // One timed run is enough for the slow lazy row in --quick (seconds per run).
+    timing: QUICK ? { ...MODEL_TIMING, minRuns: 1 } : MODEL_TIMING,
+    noteFor: (ms) => `${(ms / GEN_TOKENS).toFixed(2)} ms/token`,
+    candidates: [
+      { runtime: "Kiln eager", prepare: async () => eager },
+      {
+        runtime: "Kiln lazy",
+        prepare: async () => {
+          // Nothing is observed between steps, so every step's pending graph is new (the KV
+          // cache grows) and compiles: 30-100x eager at the quick config, minutes at GPT-2 small.
+          if (!QUICK) throw new Skip("compiles every step (see --quick); minutes per run here");
+          return () => toF32(lazy(() => model.generate(ids, { maxNewTokens: GEN_TOKENS })));
+        },
+      },
+      {
+        runtime: BASELINE,
+        prepare: async () => {
+          const forward = compile(
+            (x: Tensor, o: gpt2.GPT2ForwardOptions) => model.call(x, o),
+            { backend: "js", cache: "memory" },
+          );
+          const opts = { maxNewTokens: GEN_TOKENS, staticCache: true, forward };
+          return () => toF32(model.generate(ids, opts));
+        },
+      },
+    ],
+  };
+}
+
+// -- compile time per model: cold, and warm from the disk cache in a fresh process -------------
+
+class Captured extends Error {
+  constructor(readonly module: Module) {
+    super("bench: graph captured");
+  }
+}
+
+/** Records the module lazy mode hands to the cache, and stops before compiling it. */
+class CapturingCache extends ProgramCache {
+  override getOrCompile(module: Module): CacheResult {
+    throw new Captured(module);
+  }
+}
+
+/** A forward pass's whole graph as lazy mode builds it (the module compileModule gets). */
+function capture(f: () => Tensor): Module {
+  // The lazy rows ran this graph already; its remembered structure would skip the cache.
+  clearLazyGraphs();
+  try {
+    const opts = { backend: "js", cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
+    lazy(f, opts).data();
+  } catch (e) {
+    const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
+    if (c instanceof Captured) return c.module;
+    throw e;
+  }
+  throw new Error("bench: lazy mode compiled nothing");
+}
+
+const COMPILE_SCRIPT = join(here, "..", "compile.ts");
+
+/** bench/compile.ts's child mode: compileModule on `keyFile`'s module through `dir`'s cache. */
+function childCompile(keyFile: string, dir: string): { hit: string; ms: number } {
+  const r = spawnSync(
+    process.execPath,
+    ["--import", "tsx", COMPILE_SCRIPT, "--child", keyFile, dir],
+    { encoding: "utf8" },
+  );
+  if (r.status !== 0) throw new Error(`compile child failed: ${r.stderr.split("\n")[0]}`);
+  return JSON.parse(r.stdout.trim().split("\n").pop()!) as { hit: string; ms: number };
+}
+
+const COLD = "cold (this process)";
+
+/**
+ * Compile time of one model's forward graph on the js backend: cold in this process (a fresh
+ * ProgramCache on a fresh temp directory: passes, codegen, store), cold in a new process, and
+ * warm in a new process on the populated directory (fingerprint, read, load). Each timing is
+ * the median of `reps` runs, each on its own directory (cold) or the same one (warm). A cold
+ * run includes storing the entry; the new-process figures exclude Node and tsx start-up.
+ */
+async function compileTime(name: string, f: () => Tensor): Promise<WorkloadResult> {
+  const reps = 3;
+  const module = capture(f);
+  const count = module.computations.reduce((n, c) => n + c.instructions.length, 0);
+  const result: WorkloadResult = {
+    name: `compile time (js), ms of compileModule: ${name} (${count} instructions)`,
+    baseline: COLD,
+    rows: [],
+  };
+  const dir = mkdtempSync(join(tmpdir(), "kiln-bench-peers-compile-"));
+  try {
+    const keyFile = join(dir, "key.pb");
+    writeFileSync(keyFile, moduleToProto(module));
+    const cold: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const cache = new ProgramCache({ disk: join(dir, `cold${i}`) });
+      const t0 = performance.now();
+      const r = compileModule(module, { backend: "js", cache });
+      cold.push(performance.now() - t0);
+      if (r.hit !== "miss") throw new Error(`bench: cold compile was a ${r.hit}`);
+    }
+    const children = (hit: string, dirOf: (i: number) => string) =>
+      Array.from({ length: reps }, (_, i) => {
+        const c = childCompile(keyFile, dirOf(i));
+        if (c.hit !== hit) throw new Error(`bench: child compile was a ${c.hit}, not ${hit}`);
+        return c.ms;
+      });
+    const coldChild = children("miss", (i) => join(dir, `child${i}`));
+    const warmChild = children("disk", () => join(dir, "cold0"));
+    for (const [runtime, times] of [
+      [COLD, cold],
+      ["cold (new process)", coldChild],
+      ["warm from the disk cache (new process)", warmChild],
+    ] as const) {
+      result.rows.push({ runtime, timing: summarize(times) });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.stderr.write(`  ${result.name} done\n`);
+  return result;
+}
+
+async function compileTimes(): Promise<WorkloadResult[]> {
+  const [gArgs, g] = gpt2Forward();
+  const [bArgs, b] = bertForward();
+  const [rArgs, r] = resnetForward();
+  return [
+    await compileTime(`GPT-2 (${ZOO}) forward, seq ${GPT2_SEQ}`, () => g(gArgs[0]!)),
+    await compileTime(`BERT (${ZOO}), seq ${BERT_SEQ}`, () => b(bArgs[0]!, bArgs[1]!)),
+    await compileTime(`ResNet (${RESNET_SIZE}), 8x3x64x64`, () => r(rArgs[0]!)),
+  ];
+}
+
 // ---- running ---------------------------------------------------------------------------------
 
 async function runWorkload(w: Workload): Promise<WorkloadResult> {
@@ -829,7 +1125,8 @@ async function runWorkload(w: Workload): Promise<WorkloadResult> {
         row.note = `MISMATCH, not timed: ${check.why}`;
         continue;
       }
-      row.timing = await measure(run, TIMING);
+      row.timing = await measure(run, w.timing ?? TIMING);
+      if (w.noteFor) row.note = w.noteFor(row.timing.medianMs);
     } catch (e) {
       row.note = e instanceof Skip ? `skipped: ${e.message}` : `error: ${message(e)}`;
     }
@@ -931,6 +1228,10 @@ async function main(): Promise<void> {
     ["elementwise", () => elementwiseWorkload(peers, ewN)],
     ["mlp", () => mlpWorkload(peers, 64, [784, 1024, 1024, 10])],
     ["block", () => blockWorkload(peers, 128)],
+    ["gpt2", gpt2Workload],
+    ["bert", bertWorkload],
+    ["resnet", resnetWorkload],
+    ["generate", generateWorkload],
   ];
   const results: WorkloadResult[] = [];
   for (const [kind, make] of all) {
@@ -938,6 +1239,12 @@ async function main(): Promise<void> {
     const r = await runWorkload(make());
     results.push(r);
     console.log(`\n${textTable(r)}`);
+  }
+  if (!ONLY || ONLY.includes("compile")) {
+    for (const r of await compileTimes()) {
+      results.push(r);
+      console.log(`\n${textTable(r)}`);
+    }
   }
   const m = machine();
   const ceil = await ceiling(QUICK);
