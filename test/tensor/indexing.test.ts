@@ -23,7 +23,13 @@ import {
   tensor,
   Tensor,
 } from "../../tensor/index.ts";
-import { expectClose, type FixtureCase, loadFixtures } from "../fixtures/load.ts";
+import {
+  callFunctional,
+  callMethod,
+  expectClose,
+  type FixtureCase,
+  loadFixtures,
+} from "../fixtures/load.ts";
 
 const cases = loadFixtures("indexing");
 
@@ -31,31 +37,6 @@ const AREA_OPS = [
   "gather", "scatter", "scatterAdd", "indexSelect", "embedding", "maskedFill", "tril", "triu",
   "oneHot",
 ];
-
-type OpFn = (...args: unknown[]) => Tensor | Tensor[];
-
-function camel(k: string): string {
-  return k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-}
-
-function kwargsOf(c: FixtureCase): unknown[] {
-  const entries = Object.entries(c.kwargs);
-  return entries.length === 0 ? [] : [Object.fromEntries(entries.map(([k, v]) => [camel(k), v]))];
-}
-
-function functional(c: FixtureCase): Tensor | Tensor[] {
-  const fn = (ops as unknown as Record<string, unknown>)[c.op];
-  if (typeof fn !== "function") throw new Error(`ops.${c.op} is not a function`);
-  return (fn as OpFn)(...c.args, ...kwargsOf(c));
-}
-
-function method(c: FixtureCase): Tensor | Tensor[] | undefined {
-  const [self, ...rest] = c.args;
-  if (!(self instanceof Tensor)) return undefined;
-  const m = (Tensor.prototype as unknown as Record<string, unknown>)[c.op];
-  if (typeof m !== "function") return undefined;
-  return (m as OpFn).call(self, ...rest, ...kwargsOf(c));
-}
 
 /** Cases that accumulate floats: add/multiply reductions. */
 function accumulates(c: FixtureCase): boolean {
@@ -82,8 +63,8 @@ describe.each(backendNames())("indexing ops vs PyTorch [%s]", (backend) => {
   beforeAll(() => setEagerBackend(backend));
   afterAll(() => setEagerBackend(undefined));
   it.each(cases.map((c) => [c.name, c] as const))("%s", (_, c) => {
-    check(functional(c), c, c.name);
-    const m = method(c);
+    check(callFunctional(c), c, c.name);
+    const m = callMethod(c);
     if (m !== undefined) check(m, c, `${c.name} (method)`);
   });
 });

@@ -21,7 +21,13 @@ import {
   tensor,
   Tensor,
 } from "../../tensor/index.ts";
-import { expectClose, type FixtureCase, loadFixtures } from "../fixtures/load.ts";
+import {
+  callFunctional,
+  callMethod,
+  expectClose,
+  type FixtureCase,
+  loadFixtures,
+} from "../fixtures/load.ts";
 
 const cases = loadFixtures("shape");
 
@@ -30,33 +36,6 @@ const AREA_OPS = [
   "unflatten", "mT", "repeat", "tile", "cat", "stack", "split", "chunk", "narrow", "slice", "pad",
   "flip", "roll",
 ];
-
-type OpFn = (...args: unknown[]) => Tensor | Tensor[];
-
-function camel(k: string): string {
-  return k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-}
-
-function kwargsOf(c: FixtureCase): unknown[] {
-  const entries = Object.entries(c.kwargs);
-  return entries.length === 0 ? [] : [Object.fromEntries(entries.map(([k, v]) => [camel(k), v]))];
-}
-
-function functional(c: FixtureCase): Tensor | Tensor[] {
-  const fn = (ops as unknown as Record<string, unknown>)[c.op];
-  if (typeof fn !== "function") throw new Error(`ops.${c.op} is not a function`);
-  return (fn as OpFn)(...c.args, ...kwargsOf(c));
-}
-
-/** The method form `x.op(...rest)` (the getter for mT), when the op installs one. */
-function method(c: FixtureCase): Tensor | Tensor[] | undefined {
-  const [self, ...rest] = c.args;
-  if (!(self instanceof Tensor)) return undefined;
-  if (c.op === "mT") return self.mT;
-  const m = (Tensor.prototype as unknown as Record<string, unknown>)[c.op];
-  if (typeof m !== "function") return undefined;
-  return (m as OpFn).call(self, ...rest, ...kwargsOf(c));
-}
 
 const EXACT = { atol: 0, rtol: 0, signedZero: true };
 
@@ -84,8 +63,8 @@ describe.each(backendNames())("shape ops vs PyTorch [%s]", (backend) => {
   beforeAll(() => setEagerBackend(backend));
   afterAll(() => setEagerBackend(undefined));
   it.each(cases.map((c) => [c.name, c] as const))("%s", (_, c) => {
-    check(functional(c), c, c.name);
-    const m = method(c);
+    check(callFunctional(c), c, c.name);
+    const m = callMethod(c);
     if (m !== undefined) check(m, c, `${c.name} (method)`);
   });
 });
