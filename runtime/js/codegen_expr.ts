@@ -19,6 +19,7 @@ import {
 } from "../../ir/evaluate_elementwise.ts";
 import { roundToBF16, roundToF16 } from "../../ir/literal.ts";
 import type { Instruction } from "../../ir/module.ts";
+import { OPCODE_INFO, OPCODES } from "../../ir/opcodes.ts";
 import type { ArrayShape, ElementType } from "../../ir/shape.ts";
 import {
   type Affine,
@@ -81,53 +82,16 @@ function scalarCode(t: ElementType, v: number | bigint): string {
   return numLit(Number(v));
 }
 
-/** The opcodes an element expression can contain. */
-const EXPRESSIBLE = new Set<string>([
+/**
+ * The opcodes an element expression can contain: every elementwise opcode of the opcode table
+ * except bitcast-convert (it reinterprets bytes, not values), plus the leaves and the movement
+ * ops that become index arithmetic.
+ */
+const EXPRESSIBLE: ReadonlySet<string> = new Set<string>([
+  ...OPCODES.filter((op) => OPCODE_INFO[op].elementwise && op !== "bitcast-convert"),
   "parameter",
   "constant",
   "iota",
-  "abs",
-  "negate",
-  "sign",
-  "exponential",
-  "exponential-minus-one",
-  "log",
-  "log-plus-one",
-  "sqrt",
-  "rsqrt",
-  "cbrt",
-  "tanh",
-  "logistic",
-  "sine",
-  "cosine",
-  "tan",
-  "erf",
-  "floor",
-  "ceil",
-  "round-nearest-afz",
-  "round-nearest-even",
-  "is-finite",
-  "not",
-  "copy",
-  "convert",
-  "add",
-  "subtract",
-  "multiply",
-  "divide",
-  "remainder",
-  "power",
-  "maximum",
-  "minimum",
-  "atan2",
-  "and",
-  "or",
-  "xor",
-  "shift-left",
-  "shift-right-arithmetic",
-  "shift-right-logical",
-  "compare",
-  "select",
-  "clamp",
   "broadcast",
   "reshape",
   "transpose",
