@@ -1405,6 +1405,8 @@ export function describeGuard(g: Guard): string {
       const [lo, hi] = g.expected as [number, number];
       return `${lo} <= ${g.path} <= ${hi}`;
     }
+    case "equal":
+      return `${g.path} == ${String(g.expected)}`;
     default: {
       const never: never = g.kind;
       throw new Error(`unknown guard kind ${String(never)}`);
@@ -1479,6 +1481,20 @@ function withRangeGuards(
         test: "plain",
       });
     }
+  }
+  // One program has one size per group: dims that were equal when traced must still be.
+  const [first, ...rest] = chosen.dims;
+  for (const d of first ? rest : []) {
+    out.push({
+      guard: {
+        kind: "equal",
+        path: `${d.path}.shape[${d.dim}]`,
+        expected: `${first!.path}.shape[${first!.dim}]`,
+      },
+      access: { root: "arg", keys: [...d.keys, "shape", d.dim] },
+      other: { root: "arg", keys: [...first!.keys, "shape", first!.dim] },
+      test: "plain",
+    });
   }
   return out;
 }

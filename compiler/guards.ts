@@ -12,9 +12,12 @@
 import { type DType } from "../tensor/dtype.ts";
 import { Tensor } from "../tensor/tensor.ts";
 
-export type GuardKind = "dtype" | "shape" | "value" | "identity" | "range";
+export type GuardKind = "dtype" | "shape" | "value" | "identity" | "range" | "equal";
 
-/** One guard as data. `expected` is a dtype, a shape, a primitive, an object, or [lo, hi]. */
+/**
+ * One guard as data. `expected` is a dtype, a shape, a primitive, an object, [lo, hi], or (for
+ * "equal": two dynamic dims that one program treats as one size) the other dim's path.
+ */
 export interface Guard {
   readonly kind: GuardKind;
   /** What is guarded, as the user would write it (`x.shape`, `this.training`, `scale`). */
@@ -53,6 +56,8 @@ export interface GuardSpec {
    * value (loadStateDict, to()) is checked by dtype and shape.
    */
   readonly impl?: object;
+  /** For "equal" guards: where the value it must equal is read. */
+  readonly other?: Access;
 }
 
 /** Inputs a guard function reads at call time. */
@@ -136,7 +141,8 @@ export function compileGuards(specs: readonly GuardSpec[]): GuardFunction {
     const a = access(s.access);
     lines.push(a === previous ? `g = ${i};` : `g = ${i}; v = ${a};`);
     previous = a;
-    lines.push(`if (!(${condition(s, bind)})) return ${i};`);
+    const other = s.other !== undefined ? access(s.other) : "undefined";
+    lines.push(`if (!(${condition(s, bind, other)})) return ${i};`);
   }
   const body =
     `return function guards(args, free, settings) {\n` +
@@ -150,13 +156,13 @@ export function compileGuards(specs: readonly GuardSpec[]): GuardFunction {
   return make(consts, Tensor);
 }
 
-function condition(s: GuardSpec, bind: (v: unknown) => string): string {
-  const full = fullCondition(s, bind);
+function condition(s: GuardSpec, bind: (v: unknown) => string, other: string): string {
+  const full = fullCondition(s, bind, other);
   if (s.impl === undefined) return full;
   return `(v != null && v.impl === ${bind(s.impl)}) || (${full})`;
 }
 
-function fullCondition(s: GuardSpec, bind: (v: unknown) => string): string {
+function fullCondition(s: GuardSpec, bind: (v: unknown) => string, other: string): string {
   const { kind, expected } = s.guard;
   switch (kind) {
     case "dtype":
@@ -188,6 +194,8 @@ function fullCondition(s: GuardSpec, bind: (v: unknown) => string): string {
       const [lo, hi] = expected as readonly [number, number];
       return `typeof v === "number" && v >= ${lo} && v <= ${hi}`;
     }
+    case "equal":
+      return `v === ${other}`;
     default: {
       const never: never = kind;
       throw new Error(`unknown guard kind ${String(never)}`);
@@ -275,6 +283,16 @@ export function failureReason(s: GuardSpec, inputs: GuardInputs): string {
     case "range": {
       const [lo, hi] = expected as readonly [number, number];
       return `${path} was in [${lo}, ${hi}], now ${describeValue(v)}`;
+    }
+    case "equal": {
+      let o: unknown;
+      try {
+        o = s.other !== undefined ? readGuarded(s.other, inputs) : undefined;
+      } catch {
+        o = undefined;
+      }
+      return `${path} was equal to ${String(expected)}, now ${describeValue(v)} vs ${
+        describeValue(o)}`;
     }
     default: {
       const never: never = kind;

@@ -126,6 +126,22 @@ describe("dynamic dims: what the program reads from the size", () => {
     expect(reason).toMatch(/ at .*dynamic\.test\.ts:\d+:\d+ \(\?: `x\.shape\[0\]! > 6`\)$/);
   });
 
+  it("dims compiled as one size must stay equal: unequal sizes recompile, never misread", () => {
+    // The program reads y's size through x's (one size per program); a call where they differ
+    // inside the same bucket must fail a guard, not run with x's size standing in for y's.
+    const fn = (x: Tensor, y: Tensor) => x.sum().mul(y.shape[1]!).add(y.sum());
+    const fast = compile(fn, { dynamic: { x: { 1: { max: 64 } }, y: { 1: { max: 64 } } } });
+    for (const [a, b] of [[20, 20], [21, 21], [22, 30], [30, 22], [25, 25]] as const) {
+      const x = randn(1, a);
+      const y = randn(1, b);
+      expectTreeClose(fast(x, y), fn(x, y));
+    }
+    const equal = fast.guards[0]!.find((g) => g.kind === "equal");
+    expect(equal).toEqual({ kind: "equal", path: "y.shape[1]", expected: "x.shape[1]" });
+    expect(fast.stats.recompiles[0]!.reason).toBe("y.shape[1] was equal to x.shape[1], now 30 vs 22");
+    expect(fast.stats.compiles).toBe(3);
+  });
+
   it("a float that depends on the size (1/T) is specialized, not fitted", () => {
     const fn = (x: Tensor) => x.mul(1 / x.shape[0]!).sum();
     const fast = compile(fn, { dynamic: { x: { 0: {} } } });
