@@ -9,7 +9,9 @@ import { explainWith } from "../compiler/index.ts";
 import { cloneModule } from "../ir/clone.ts";
 import type { Module } from "../ir/module.ts";
 import { parseHlo } from "../ir/parse.ts";
+import { isDynamic } from "../ir/shape.ts";
 import {
+  DynamicPadder,
   fixpoint,
   type FixpointGroup,
   optimizationPipeline,
@@ -71,7 +73,16 @@ export interface Snapshot {
   readonly module: Module;
 }
 
-/** Every pass name in the optimization pipeline (fixpoint groups and their members). */
+const PADDER = "dynamic-padder";
+
+function hasDynamicDims(m: Module): boolean {
+  return m.computations.some((c) => c.instructions.some((i) => isDynamic(i.shape)));
+}
+
+/**
+ * Every pass name in the optimization pipeline (fixpoint groups and their members), after the
+ * dynamic padder, which runs first on a program with bounded dynamic dims.
+ */
 export function pipelinePassNames(): string[] {
   const names: string[] = [];
   const walk = (items: readonly PipelineItem[]): void => {
@@ -82,7 +93,7 @@ export function pipelinePassNames(): string[] {
     }
   };
   walk(optimizationPipeline().items);
-  return names;
+  return [PADDER, ...names];
 }
 
 /** Runs the optimization pipeline on a copy of `captured`, snapshotting after each change. */
@@ -110,6 +121,14 @@ export function optimizeWithSnapshots(captured: Module): {
   const source = optimizationPipeline();
   const pipeline = new Pipeline(source.name, wrap(source.items), { verify: true });
   const optimized = cloneModule(captured);
+  // A program with bounded dynamic dims is compiled the way compile() compiles it: padded to
+  // its bounds first (the static program the backend runs), then optimized.
+  if (hasDynamicDims(optimized)) {
+    const padder = new DynamicPadder();
+    if (padder.run(optimized)) {
+      passes.push({ stage: PADDER, pass: PADDER, module: cloneModule(optimized) });
+    }
+  }
   pipeline.run(optimized);
   return { optimized, passes };
 }

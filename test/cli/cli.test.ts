@@ -256,7 +256,7 @@ describe("bad input: one line, non-zero exit", () => {
 
   it("unknown pass", () => {
     expect(oneLineError(kiln("dump", "mlp", "--pass", "no-such-pass"), 2)).toContain(
-      "--pass 'no-such-pass' matches no pass (passes: simplify",
+      "--pass 'no-such-pass' matches no pass (passes: dynamic-padder, simplify",
     );
   });
 
