@@ -4,6 +4,7 @@
 // `replaceAllUsesWith` updates the users lists, so passes never edit `operands` by hand.
 // Nothing here infers shapes; ir/builder.ts does, and ir/verify.ts checks them.
 
+import { dropExtentsIfShared, inheritExtents } from "./extents.ts";
 import type { Attributes, Metadata } from "./attributes.ts";
 import { OPCODE_INFO, type Opcode } from "./opcodes.ts";
 import type { Shape } from "./shape.ts";
@@ -93,6 +94,7 @@ export class Instruction {
     if (value.parent !== this.parent) {
       throw new Error(`setOperand: '${value.name}' is not in computation '${this.parent.name}'`);
     }
+    if (value !== old) dropExtentsIfShared(old, value);
     this.ops[i] = value;
     value.addUser(this);
     if (!this.ops.includes(old)) old.removeUser(this);
@@ -101,12 +103,16 @@ export class Instruction {
   /** Points every user (and the root, if this is it) at `other` instead of this instruction. */
   replaceAllUsesWith(other: Instruction): void {
     if (other === this) return;
+    inheritExtents(this, other);
     for (const user of [...this.userList]) {
       user.ops.forEach((op, i) => {
         if (op === this) user.setOperand(i, other);
       });
     }
-    if (this.parent.root === this) this.parent.root = other;
+    if (this.parent.root === this) {
+      dropExtentsIfShared(this, other);
+      this.parent.root = other;
+    }
   }
 
   /** @internal */

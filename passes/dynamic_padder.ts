@@ -25,6 +25,7 @@ import {
   shapeToString,
 } from "../ir/shape.ts";
 import type { Executable } from "../runtime/backend.ts";
+import { type Extent, setExtents } from "../ir/extents.ts";
 import type { Pass } from "./pass.ts";
 import { RULES } from "./dynamic_rules.ts";
 import {
@@ -34,6 +35,7 @@ import {
   Emitter,
   normalizeSizes,
   type Padded,
+  type Sizes,
   type PadCtx,
   sizeAt,
   sizesFrom,
@@ -124,12 +126,102 @@ function padComputation(ctx: Context, comp: Computation, args: readonly Padded[]
       // The instruction that now computes the value takes the original's name (when free).
       const fresh = b.computation.instructions.indexOf(r.value) >= before;
       if (fresh) ctx.names.push([r.value, instr.name]);
-      env.set(instr, { value: r.value, sizes: normalizeSizes(r.sizes, instr.shape) });
+      const sizes = normalizeSizes(r.sizes, instr.shape);
+      ctx.noteValue(r.value, sizes, fresh);
+      env.set(instr, { value: r.value, sizes });
     }
   } finally {
     b.metadata = savedMetadata;
   }
   return env.get(comp.root)!;
+}
+
+function sizesKey(s: Sizes): string {
+  return s.kind === "array"
+    ? `[${s.dims.map((d) => (d === null ? "-" : String(d.id))).join(",")}]`
+    : `(${s.elements.map(sizesKey).join(",")})`;
+}
+
+/**
+ * A real size as `a * param + c` of one size parameter, when it is built from size parameters
+ * and constants by s32 add, subtract, multiply, exact division, and (on constants) compare,
+ * select, maximum and minimum — what the Emitter writes; undefined otherwise (no hint).
+ */
+function affineSize(
+  d: Instruction,
+  params: ReadonlyMap<Instruction, number>,
+): { param: number; a: number; c: number } | undefined {
+  type F = { param: number | undefined; a: number; c: number } | { bool: boolean };
+  const num = (f: F | undefined) => (f && !("bool" in f) ? f : undefined);
+  const konst = (f: F | undefined) => {
+    const n = num(f);
+    return n && n.param === undefined ? n.c : undefined;
+  };
+  const go = (i: Instruction, depth: number): F | undefined => {
+    if (depth > 32 || i.shape.kind !== "array" || i.shape.dims.length !== 0) return undefined;
+    const type = i.shape.type;
+    if (type !== "s32" && type !== "pred") return undefined;
+    const p = params.get(i);
+    if (p !== undefined) return { param: p, a: 1, c: 0 };
+    const op = (k: number) => go(i.operand(k), depth + 1);
+    switch (i.opcode) {
+      case "constant": {
+        const v = i.attrs.literal!.data[0];
+        return type === "pred" ? { bool: v !== 0 } : { param: undefined, a: 0, c: Number(v) };
+      }
+      case "compare": {
+        const x = konst(op(0));
+        const y = konst(op(1));
+        if (x === undefined || y === undefined) return undefined;
+        const dir = i.attrs.direction;
+        const r = dir === "EQ" ? x === y : dir === "NE" ? x !== y : dir === "LT" ? x < y
+          : dir === "LE" ? x <= y : dir === "GT" ? x > y : x >= y;
+        return { bool: r };
+      }
+      case "select": {
+        const c = op(0);
+        if (!c || !("bool" in c)) return undefined;
+        return op(c.bool ? 1 : 2);
+      }
+      case "maximum":
+      case "minimum": {
+        const x = konst(op(0));
+        const y = konst(op(1));
+        if (x === undefined || y === undefined) return undefined;
+        return { param: undefined, a: 0, c: i.opcode === "maximum" ? Math.max(x, y) : Math.min(x, y) };
+      }
+      case "add":
+      case "subtract":
+      case "multiply":
+      case "divide": {
+        const x = num(op(0));
+        const y = num(op(1));
+        if (!x || !y) return undefined;
+        if (x.param !== undefined && y.param !== undefined && x.param !== y.param) return undefined;
+        const param = x.param ?? y.param;
+        if (i.opcode === "add") return { param, a: x.a + y.a, c: x.c + y.c };
+        if (i.opcode === "subtract") return { param, a: x.a - y.a, c: x.c - y.c };
+        if (y.param !== undefined && (i.opcode === "divide" || x.param !== undefined)) {
+          return undefined; // size * size, or a division by a size
+        }
+        if (i.opcode === "divide") {
+          const k = y.c;
+          if (k === 0 || x.a % k !== 0 || x.c % k !== 0) return undefined;
+          return { param, a: x.a / k, c: x.c / k };
+        }
+        const k = x.param === undefined ? x.c : y.c;
+        const f = x.param === undefined ? y : x;
+        return { param, a: f.a * k, c: f.c * k };
+      }
+      default:
+        return undefined;
+    }
+  };
+  const f = num(go(d, 0));
+  if (!f || f.param === undefined || !Number.isSafeInteger(f.a) || !Number.isSafeInteger(f.c)) {
+    return undefined;
+  }
+  return { param: f.param, a: f.a, c: f.c };
 }
 
 /** The rewrite's state for one computation being written. */
@@ -138,11 +230,45 @@ class Context implements PadCtx {
   readonly em: Emitter;
   /** Values made for original instructions, with the names to give them back at the end. */
   readonly names: [Instruction, string][];
+  /**
+   * Values of original ENTRY instructions whose padding nothing needs (extent hints,
+   * ir/extents.ts): made by their rule with no other use inside it; null once a value stands
+   * for two originals with different sizes (then nothing is promised).
+   */
+  readonly hinted = new Map<Instruction, Sizes | null>();
 
   constructor(module: Module, comp: Computation, names: [Instruction, string][]) {
     this.module = module;
     this.em = new Emitter(new ComputationBuilder(comp));
     this.names = names;
+  }
+
+  /** Records the value `v` (with real `sizes`) a rule returned for an original instruction. */
+  noteValue(v: Instruction, sizes: Sizes, fresh: boolean): void {
+    if (v.parent !== this.em.b.computation) return;
+    const known = this.hinted.get(v);
+    if (known === undefined) {
+      // A fresh value the rule itself reads (a masked copy it reduces) is needed whole.
+      if (fresh && v.users.length === 0) this.hinted.set(v, sizes);
+      return;
+    }
+    if (known !== null && sizesKey(known) !== sizesKey(sizes)) this.hinted.set(v, null);
+  }
+
+  /** Writes the extent hints of the ENTRY values, now that the size parameters exist. */
+  writeHints(sizeParams: readonly Instruction[]): void {
+    const params = new Map(sizeParams.map((p) => [p, p.attrs.parameterNumber!]));
+    for (const [v, sizes] of this.hinted) {
+      if (sizes === null || sizes.kind !== "array" || v.shape.kind !== "array") continue;
+      if (v.attrs.backendConfig !== undefined) continue;
+      const extents: Extent[] = [];
+      sizes.dims.forEach((d, dim) => {
+        if (d === null) return;
+        const f = affineSize(d, params);
+        if (f) extents.push({ dim, ...f });
+      });
+      if (extents.length > 0) setExtents(v, extents);
+    }
   }
 
   inline(comp: Computation, args: readonly Padded[]): Padded {
@@ -244,6 +370,7 @@ export class DynamicPadder implements Pass {
       };
     });
     const root = padComputation(ctx, entry, args);
+    ctx.writeHints(sizeParams);
     const outSizes = sig.resultSizes.map((d) =>
       ctx.em.size(sizeAt(root.sizes, d.path, d.dim), d.bound),
     );

@@ -5,6 +5,7 @@
 // existing kLoop fusions among the members are inlined. The fusion instruction takes the
 // position and the metadata of the cluster's root.
 
+import { extentsOf } from "../ir/extents.ts";
 import type { FusionKind } from "../ir/attributes.ts";
 import { cloneAttributes } from "../ir/clone.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
@@ -92,7 +93,11 @@ export function materializeFusion(
     opcode: "fusion",
     shape: root.shape,
     operands: externals,
-    attrs: { fusionKind: kind },
+    // The root's extent hint (ir/extents.ts) is the fusion's: it computes the root's value.
+    attrs: {
+      fusionKind: kind,
+      ...(extentsOf(root) !== undefined && { backendConfig: root.attrs.backendConfig }),
+    },
     called: [fused],
     metadata: { ...root.metadata },
     name: fresh("fusion"),

@@ -44,6 +44,12 @@ export interface LoopKernelSpec {
   group: number;
   /** A leaf that must only be read at the output index (a kOutput's dot result). */
   identityLeaf?: Instruction;
+  /**
+   * Per output dim, a JS expression for how far it must be computed (an extent hint,
+   * ir/extents.ts), or undefined for the whole dim. Grouped dims are limited by the caller's
+   * lo..hi (see `rowLimit`); the others become kernel parameters after the leaves.
+   */
+  limits?: readonly (string | undefined)[];
 }
 
 export interface LoopKernel {
@@ -52,6 +58,10 @@ export interface LoopKernel {
   rows: number;
   /** False when `identityLeaf` was read at another index than the one being written. */
   identityOnly: boolean;
+  /** The call's `hi` for the whole output: `rows`, or the limit of a single grouped dim. */
+  rowLimit: string;
+  /** Expressions to pass after the leaves (the limits of the nested dims). */
+  limitArgs: string[];
 }
 
 /** Emits nested loops over `dims` starting in `parent`; returns the innermost block and vars. */
@@ -60,12 +70,13 @@ export function nestLoops(
   parent: Block,
   dims: readonly number[],
   prefix = "i",
+  bounds?: readonly (string | undefined)[],
 ): { block: Block; vars: Val[]; blocks: Block[] } {
   let b = parent;
   const vars: Val[] = [];
   const blocks: Block[] = [];
-  for (const d of dims) {
-    const l = fn.loop(b, "0", String(d), prefix);
+  for (const [k, d] of dims.entries()) {
+    const l = fn.loop(b, "0", bounds?.[k] ?? String(d), prefix);
     vars.push(l.v);
     blocks.push(l.block);
     b = l.block;
@@ -88,7 +99,21 @@ export function linearOf(idx: readonly Affine[], dims: readonly number[]): Affin
 /** Generates and registers a loop kernel for `spec`. */
 export function genLoopKernel(ctx: KernelCtx, spec: LoopKernelSpec): LoopKernel {
   const dims = arrayOf(spec.root).dims;
-  const params = ["out", "lo", "hi", ...spec.leaves.map((_, i) => `in${i}`)];
+  const g0 = Math.min(spec.group, dims.length);
+  const limitArgs: string[] = [];
+  const bounds = dims.map((_, k) => {
+    const lim = spec.limits?.[k];
+    if (k < g0 || lim === undefined) return undefined;
+    limitArgs.push(lim);
+    return `n${k}`;
+  });
+  const params = [
+    "out",
+    "lo",
+    "hi",
+    ...spec.leaves.map((_, i) => `in${i}`),
+    ...bounds.filter((b): b is string => b !== undefined),
+  ];
   const fn = new FnBuilder(`function ${spec.name}(${params.join(", ")}) {`);
   const leaves = new Map<Instruction, Leaf>();
   let identityOnly = true;
@@ -129,7 +154,7 @@ export function genLoopKernel(ctx: KernelCtx, spec: LoopKernelSpec): LoopKernel 
       idx.push(...parts);
     }
   }
-  const inner = nestLoops(fn, block, dims.slice(g));
+  const inner = nestLoops(fn, block, dims.slice(g), "i", bounds.slice(g));
   opened.push(...inner.blocks);
   idx.push(...inner.vars.map((v) => affSym(v)));
   outKey = idx.map(affKey).join(",");
@@ -139,5 +164,6 @@ export function genLoopKernel(ctx: KernelCtx, spec: LoopKernelSpec): LoopKernel 
   inner.block.push(`out[${lin.code}] = ${v.code};`);
   closeAll(fn, opened);
   ctx.addFunction(`// ${commentText(spec.comment)}\n${fn.render()}`);
-  return { name: spec.name, rows, identityOnly };
+  const rowLimit = g === 1 && spec.limits?.[0] !== undefined ? spec.limits[0] : String(rows);
+  return { name: spec.name, rows, identityOnly, rowLimit, limitArgs };
 }

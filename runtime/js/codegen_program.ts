@@ -9,6 +9,8 @@
 // typed arrays (Literal storage, never mutated once made) and JS arrays for tuples.
 
 import { roundToBF16, roundToF16 } from "../../ir/literal.ts";
+import { extentsOf } from "../../ir/extents.ts";
+import { OPCODE_INFO } from "../../ir/opcodes.ts";
 import type { Computation, Instruction, Module } from "../../ir/module.ts";
 import { type ArrayShape, type ElementType, type Shape, shapeToString } from "../../ir/shape.ts";
 import { log } from "../../util/log.ts";
@@ -49,12 +51,16 @@ export function describe(instr: Instruction): string {
   return commentText(text + kind + called);
 }
 
+/** Test seams of code generation (see `alloc`). */
+export const codegenTesting = { poison: false };
+
 /** Generates the JavaScript source of a module. */
 export class ModuleGen implements KernelCtx {
   readonly ext = new ExtTable();
   /** Data arrays of constants (results that alias them are copied before they are returned). */
   readonly constants = new Set<object>();
   private readonly functions: string[] = [];
+  private derived: Map<Instruction, (string | undefined)[]> | undefined;
   private readonly programs = new Map<Computation, string>();
   private kernels = 0;
 
@@ -103,9 +109,90 @@ export class ModuleGen implements KernelCtx {
     this.addFunction(`// computation ${commentText(c.name)}\n${header}\n${body}\n}`);
   }
 
-  private alloc(s: Shape): string {
+  /**
+   * How far each output dim of an ENTRY instruction must be computed, as JS expressions over
+   * the size parameters, from its extent hint (ir/extents.ts); undefined: all of it.
+   */
+  private limits(instr: Instruction): (string | undefined)[] | undefined {
+    return this.hintLimits(instr) ?? this.derivedLimits().get(instr);
+  }
+
+  /**
+   * Limits for ENTRY instructions without a hint, derived from what their users compute: an
+   * elementwise user (or a kLoop fusion reading it elementwise) that computes only part of its
+   * result reads only that part; a row reduction (or kInput fusion) reads the rows it computes
+   * whole; a dot reads the lhs rows and rhs columns it computes. A dim is limited only when every
+   * user limits it the same way. The masks and masked copies the dynamic padder makes for a
+   * reduction or a dot have no hint of their own (the reduction reads their padding); this is
+   * what lets their other dims shrink too.
+   */
+  private derivedLimits(): Map<Instruction, (string | undefined)[]> {
+    if (this.derived) return this.derived;
+    const derived = new Map<Instruction, (string | undefined)[]>();
+    this.derived = derived;
+    const entry = this.module.entry;
+    const eff = (u: Instruction) => this.hintLimits(u) ?? derived.get(u);
+    for (const I of [...entry.instructions].reverse()) {
+      if (I.shape.kind !== "array" || I === entry.root) continue;
+      if (I.opcode === "parameter" || I.opcode === "constant") continue;
+      if (this.hintLimits(I) !== undefined || I.users.length === 0) continue;
+      let acc: (string | undefined)[] | undefined;
+      let ok = true;
+      for (const u of I.users) {
+        const d = demandOf(u, I, eff(u));
+        if (!d) {
+          ok = false;
+          break;
+        }
+        acc = acc ? acc.map((x, k) => (x !== undefined && x === d[k] ? x : undefined)) : d;
+      }
+      if (ok && acc && acc.some((x) => x !== undefined)) derived.set(I, acc);
+    }
+    return derived;
+  }
+
+  /** Limits from the instruction's own extent hint (ENTRY only). */
+  private hintLimits(instr: Instruction): (string | undefined)[] | undefined {
+    const entry = this.module.entry;
+    if (instr.parent !== entry || instr.shape.kind !== "array") return undefined;
+    const hint = extentsOf(instr);
+    if (!hint) return undefined;
+    const dims = instr.shape.dims;
+    const params = entry.parameters;
+    const out: (string | undefined)[] = dims.map(() => undefined);
+    for (const e of hint) {
+      const p = params[e.param];
+      const ok =
+        e.dim < dims.length &&
+        p !== undefined &&
+        p.attrs.parameterNumber === e.param &&
+        p.shape.kind === "array" &&
+        p.shape.type === "s32" &&
+        p.shape.dims.length === 0;
+      if (!ok) continue;
+      const n = e.a === 1 && e.c === 0 ? `p${e.param}[0]` : `${e.a} * p${e.param}[0] + ${e.c}`;
+      out[e.dim] = `Math.min(${dims[e.dim]}, Math.max(0, ${n}))`;
+    }
+    return out.some((x) => x !== undefined) ? out : undefined;
+  }
+
+  /**
+   * A new result array. For an instruction with an extent hint under `codegenTesting.poison`,
+   * filled with NaN (floats) or an extreme integer, so tests show that no result depends on
+   * what the kernels skipped.
+   */
+  private alloc(s: Shape, hinted?: Instruction): string {
     if (s.kind !== "array") throw new Error("alloc of a tuple shape");
-    return `new ${storageName(s.type)}(${count(s.dims)})`;
+    const fresh = `new ${storageName(s.type)}(${count(s.dims)})`;
+    if (!codegenTesting.poison || !hinted || this.limits(hinted) === undefined) return fresh;
+    const junk = isFloatT(s.type)
+      ? "NaN"
+      : s.type === "s64"
+        ? "-(2n ** 62n)"
+        : s.type === "s32"
+          ? "1000000007"
+          : "201";
+    return `${fresh}.fill(${junk})`;
   }
 
   private emit(instr: Instruction, vals: Map<Instruction, string>, lines: string[]): void {
@@ -190,8 +277,15 @@ export class ModuleGen implements KernelCtx {
       case "reduce": {
         const leaves = [...new Set(instr.operands)];
         const name = this.kernelName(instr.name);
-        const outs = genReduceKernel(this, { name, comment: describe(instr), root: instr, leaves });
-        this.callMulti(instr, name, outs.shapes, leaves.map((l) => vals.get(l)!), v, lines);
+        const outs = genReduceKernel(this, {
+          name,
+          comment: describe(instr),
+          root: instr,
+          leaves,
+          limits: this.limits(instr),
+        });
+        const args = [...leaves.map((l) => vals.get(l)!), ...outs.limitArgs];
+        this.callMulti(instr, name, outs.shapes, args, v, lines);
         vals.set(instr, v);
         return;
       }
@@ -256,12 +350,13 @@ export class ModuleGen implements KernelCtx {
     if (!isExpressible(instr)) throw new Error(`js: no code generator for ${instr.opcode}`);
     const leaves = [...new Set(instr.operands)];
     const name = this.kernelName(instr.name);
-    set(this.alloc(instr.shape));
+    set(this.alloc(instr.shape, instr));
     if (count(arrayOf(instr).dims) === 0) return;
     const comment = describe(instr);
-    const k = genLoopKernel(this, { name, comment, root: instr, leaves, group: 1 });
+    const limits = this.limits(instr);
+    const k = genLoopKernel(this, { name, comment, root: instr, leaves, group: 1, limits });
     const args = leaves.map((l) => vals.get(l)!);
-    lines.push(`${name}(${[v, "0", String(k.rows), ...args].join(", ")});`);
+    lines.push(`${name}(${[v, "0", k.rowLimit, ...args, ...k.limitArgs].join(", ")});`);
   }
 
   /** Allocates the outputs of a multi-output kernel, calls it, names the (tuple) result. */
@@ -274,7 +369,7 @@ export class ModuleGen implements KernelCtx {
     lines: string[],
   ): void {
     const outs = shapes.map((s, i) => {
-      lines.push(`const ${v}_${i} = ${this.alloc(s)};`);
+      lines.push(`const ${v}_${i} = ${this.alloc(s, shapes.length === 1 ? instr : undefined)};`);
       return `${v}_${i}`;
     });
     if (shapes.some((s) => count(s.dims) > 0)) {
@@ -326,7 +421,7 @@ export class ModuleGen implements KernelCtx {
     const root = comp.root;
     if (root.shape.kind !== "array") throw new NotFast("the fused root is a tuple");
     const name = this.kernelName(comp.name);
-    lines.push(`const ${v} = ${this.alloc(root.shape)}; // ${describe(instr)}`);
+    lines.push(`const ${v} = ${this.alloc(root.shape, instr)}; // ${describe(instr)}`);
     if (count(root.shape.dims) === 0) return;
     const k = genLoopKernel(this, {
       name,
@@ -334,8 +429,9 @@ export class ModuleGen implements KernelCtx {
       root,
       leaves: comp.parameters,
       group: 1,
+      limits: this.limits(instr),
     });
-    lines.push(`${name}(${[v, "0", String(k.rows), ...ops].join(", ")});`);
+    lines.push(`${name}(${[v, "0", k.rowLimit, ...ops, ...k.limitArgs].join(", ")});`);
   }
 
   private inputFusion(
@@ -351,8 +447,9 @@ export class ModuleGen implements KernelCtx {
       comment: describe(instr),
       root: comp.root,
       leaves: comp.parameters,
+      limits: this.limits(instr),
     });
-    this.callMulti(instr, name, outs.shapes, ops, v, lines);
+    this.callMulti(instr, name, outs.shapes, [...ops, ...outs.limitArgs], v, lines);
   }
 
   private outputFusion(
@@ -425,11 +522,14 @@ export class ModuleGen implements KernelCtx {
     const B = operand(1);
     const dShape = arrayOf(D);
     const target = root ? `${v}_t` : v;
-    if (root) lines.push(`const ${target} = ${this.alloc(dShape)};`);
-    lines.push(`const ${v} = ${this.alloc(root ? root.shape : dShape)}; // ${describe(instr)}`);
+    if (root) lines.push(`const ${target} = ${this.alloc(dShape, instr)};`);
+    lines.push(`const ${v} = ${this.alloc(root ? root.shape : dShape, instr)}; // ${describe(instr)}`);
     if (count(dShape.dims) === 0 && (!root || count(arrayOf(root).dims) === 0)) return;
     let epi = "null";
     let after = "";
+    // The extent hint of what this writes (the fusion's, i.e. its root's, or the dot's).
+    const limits = this.limits(instr);
+    let restrictD = limits !== undefined;
     if (root) {
       const rShape = arrayOf(root);
       const isDot = D.opcode === "dot";
@@ -444,8 +544,9 @@ export class ModuleGen implements KernelCtx {
         leaves: [D, ...leaves],
         group,
         identityLeaf: D,
+        ...(limits !== undefined && { limits }),
       });
-      const args = [target, ...leaves.map((l) => leafVals.get(l)!)].join(", ");
+      const args = [target, ...leaves.map((l) => leafVals.get(l)!), ...k.limitArgs].join(", ");
       const inPlace =
         k.identityOnly &&
         sameDims(rShape.dims, dShape.dims) &&
@@ -453,8 +554,11 @@ export class ModuleGen implements KernelCtx {
         (isDot || D.attrs.convDims!.outputBatch === 0);
       if (inPlace) epi = `(lo, hi) => ${name}(${v}, lo, hi, ${args})`;
       else after = `${name}(${v}, 0, ${k.rows}, ${args});`;
+      // The dot may skip what the epilogue never reads only if it reads the dot in place.
+      restrictD &&= k.identityOnly && sameDims(rShape.dims, dShape.dims);
     }
-    lines.push(this.contractionCall(D, t, A, B, target, epi));
+    const lim = restrictD && limits ? dotLimits(D, limits) : undefined;
+    lines.push(this.contractionCall(D, t, A, B, target, epi, lim));
     if (after) lines.push(after);
   }
 
@@ -465,6 +569,7 @@ export class ModuleGen implements KernelCtx {
     b: View,
     out: string,
     epi: string,
+    lim?: { m: string; n: string },
   ): string {
     const A = a.code;
     const B = b.code;
@@ -481,7 +586,8 @@ export class ModuleGen implements KernelCtx {
       const plan = this.ext.ref(p, `dot plan of %${D.name}`);
       if (isFloatT(t)) {
         const f = this.ext.ref(dotFloat, "dotFloat");
-        return `${f}(${A}, ${B}, ${out}, ${plan}, ${round}, ${epi});`;
+        const tail = lim ? `, ${lim.m}, ${lim.n}` : "";
+        return `${f}(${A}, ${B}, ${out}, ${plan}, ${round}, ${epi}${tail});`;
       }
       return `${this.ext.ref(dotInt, "dotInt")}("${t}", ${A}, ${B}, ${out}, ${plan});`;
     }
@@ -528,6 +634,150 @@ function viewOf(o: Instruction, leafVals: Map<Instruction, string>): View | unde
     return { code: v.code, strides };
   }
   return undefined;
+}
+
+/**
+ * A dot's row and column limits (dotFloat's mLim, nLim) from per-output-dim limits: rows (lhs
+ * free dims, row-major) are a prefix when the one limited lhs free dim has only unit dims
+ * before it; the same for columns. Batch dims are computed whole. Undefined when nothing can
+ * be skipped.
+ */
+function dotLimits(
+  D: Instruction,
+  limits: readonly (string | undefined)[],
+): { m: string; n: string } | undefined {
+  if (D.opcode !== "dot") return undefined;
+  const dims = arrayOf(D).dims;
+  const nb = D.attrs.dot!.lhsBatch.length;
+  const nl = countFree(D, 0);
+  const prefix = (from: number, to: number): string | undefined => {
+    const limited = [];
+    for (let k = from; k < to; k++) if (limits[k] !== undefined) limited.push(k);
+    if (limited.length !== 1) return undefined;
+    const j = limited[0]!;
+    for (let k = from; k < j; k++) if (dims[k] !== 1) return undefined;
+    const after = dims.slice(j + 1, to).reduce((a, b) => a * b, 1);
+    return after === 1 ? `(${limits[j]!})` : `(${limits[j]!}) * ${after}`;
+  };
+  const m = prefix(nb, nb + nl);
+  const n = prefix(nb + nl, dims.length);
+  if (m === undefined && n === undefined) return undefined;
+  const count = (from: number, to: number) => dims.slice(from, to).reduce((a, b) => a * b, 1);
+  return { m: m ?? String(count(nb, nb + nl)), n: n ?? String(count(nb + nl, dims.length)) };
+}
+
+/**
+ * What part of `I` the user `u` reads when it computes `lu` of its result (per dim of `I`;
+ * undefined entries: the whole dim), or undefined when it may read all of `I`.
+ */
+function demandOf(
+  u: Instruction,
+  I: Instruction,
+  lu: readonly (string | undefined)[] | undefined,
+): (string | undefined)[] | undefined {
+  if (!lu || u.shape.kind !== "array") return undefined;
+  const dims = arrayOf(I).dims;
+  const uDims = u.shape.dims;
+  if (OPCODE_INFO[u.opcode].elementwise) return sameDims(dims, uDims) ? [...lu] : undefined;
+  const rows = (reduced: readonly number[], rowShaped: boolean): (string | undefined)[] => {
+    const kept = dims.map((_, d) => d).filter((d) => !reduced.includes(d));
+    return dims.map((_, d) => {
+      if (reduced.includes(d)) return undefined;
+      return rowShaped ? lu[kept.indexOf(d)] : lu[d];
+    });
+  };
+  switch (u.opcode) {
+    case "reduce": {
+      const half = u.operands.length / 2;
+      if (half !== 1 || u.operand(1) === I) return undefined;
+      return rows(u.attrs.dimensions!, true);
+    }
+    case "dot": {
+      const lim = dotLimits(u, lu);
+      if (!lim || u.operand(0) === u.operand(1)) return undefined;
+      const dn = u.attrs.dot!;
+      const side = u.operand(0) === I ? 0 : 1;
+      const rank = dims.length;
+      const used = side === 0 ? [...dn.lhsBatch, ...dn.lhsContracting]
+        : [...dn.rhsBatch, ...dn.rhsContracting];
+      const free = Array.from({ length: rank }, (_, d) => d).filter((d) => !used.includes(d));
+      const first = dn.lhsBatch.length + (side === 0 ? 0 : countFree(u, 0));
+      const out: (string | undefined)[] = dims.map(() => undefined);
+      // Only the one dim dotLimits cut along (the others are computed whole).
+      const limitedAt = free.map((_, k) => first + k).filter((o) => lu[o] !== undefined);
+      if (limitedAt.length !== 1) return out;
+      const o = limitedAt[0]!;
+      if ((side === 0 ? lim.m : lim.n).includes(lu[o]!)) out[free[o - first]!] = lu[o];
+      return out;
+    }
+    case "fusion": {
+      const comp = u.called[0]!;
+      const kind = u.attrs.fusionKind ?? "kLoop";
+      if (kind !== "kLoop" && kind !== "kInput") return undefined;
+      let out: (string | undefined)[] | undefined;
+      for (const [k, o] of u.operands.entries()) {
+        if (o !== I) continue;
+        const p = comp.parameters.find((q) => q.attrs.parameterNumber === k);
+        if (!p) return undefined;
+        const reach = pointwiseReach(p, comp.root, dims);
+        if (!reach) return undefined;
+        let d: (string | undefined)[];
+        if (kind === "kLoop") {
+          if (reach.reduce || !sameDims(dims, uDims)) return undefined;
+          d = [...lu];
+        } else {
+          if (reach.reduce === undefined) {
+            if (!sameDims(dims, uDims)) return undefined;
+            d = [...lu];
+          } else {
+            const rowShaped = !sameDims(dims, uDims);
+            if (reach.root && rowShaped) return undefined;
+            d = rows(reach.reduce, rowShaped);
+          }
+        }
+        out = out ? out.map((x, j) => (x !== undefined && x === d[j] ? x : undefined)) : d;
+      }
+      return out;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * How parameter `p` of a fused computation flows: only through elementwise ops of `dims`
+ * (reaching the root, `root: true`) or into reduces of one set of dims as their data operand
+ * (`reduce`: the reduced dims). Undefined for anything else (a broadcast, a transpose...).
+ */
+function pointwiseReach(
+  p: Instruction,
+  root: Instruction,
+  dims: readonly number[],
+): { root: boolean; reduce: readonly number[] | undefined } | undefined {
+  let toRoot = false;
+  let reduce: readonly number[] | undefined;
+  const seen = new Set<Instruction>();
+  const stack = [p];
+  while (stack.length > 0) {
+    const n = stack.pop()!;
+    if (seen.has(n)) continue;
+    seen.add(n);
+    if (n === root) toRoot = true;
+    for (const u of n.users) {
+      if (u.opcode === "reduce") {
+        const half = u.operands.length / 2;
+        if (u.operands.some((o, i) => o === n && i >= half)) return undefined;
+        const rd = [...u.attrs.dimensions!].sort((a, b) => a - b);
+        if (reduce !== undefined && reduce.join() !== rd.join()) return undefined;
+        reduce = rd;
+        continue;
+      }
+      if (!OPCODE_INFO[u.opcode].elementwise || u.shape.kind !== "array") return undefined;
+      if (!sameDims(u.shape.dims, dims)) return undefined;
+      stack.push(u);
+    }
+  }
+  return { root: toRoot, reduce };
 }
 
 /** Number of free (result) dims a dot operand contributes. */

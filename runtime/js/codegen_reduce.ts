@@ -97,6 +97,12 @@ export interface ReduceKernelSpec {
   root: Instruction;
   /** Kernel inputs (after the outputs), in parameter order. */
   leaves: readonly Instruction[];
+  /**
+   * Per dim of the (single) output, how far it must be computed (JS expressions, from an extent
+   * hint); the row loops over kept dims stop there, and the limits become kernel parameters
+   * after the inputs. Reduced dims are always reduced whole.
+   */
+  limits?: readonly (string | undefined)[];
 }
 
 /** Reduce instructions reachable from root without passing a leaf, in program order. */
@@ -126,7 +132,7 @@ function sameList(a: readonly number[], b: readonly number[]): boolean {
 export function genReduceKernel(
   ctx: KernelCtx,
   spec: ReduceKernelSpec,
-): { shapes: ArrayShape[] } {
+): { shapes: ArrayShape[]; limitArgs: string[] } {
   const leafSet = new Set(spec.leaves);
   const reduces = reducesOf(spec.root, leafSet);
   if (reduces.length === 0) throw new NotFast("no reduce in the fusion");
@@ -167,7 +173,23 @@ export function genReduceKernel(
 
   const outNames = outputs.map((_, i) => `out${i}`);
   const inNames = spec.leaves.map((_, i) => `in${i}`);
-  const fn = new FnBuilder(`function ${spec.name}(${[...outNames, ...inNames].join(", ")}) {`);
+  // Limits of kept dims, read from the output's dims (row-shaped: kept dims in order).
+  const limitArgs: string[] = [];
+  const keptBounds = kept.map((d, k) => {
+    const o = outputs.length === 1 ? outputs[0]! : undefined;
+    const lim = !o
+      ? undefined
+      : sameList(o.dims, S) && Rd.length > 0
+        ? spec.limits?.[d]
+        : spec.limits?.[k];
+    if (lim === undefined) return undefined;
+    limitArgs.push(lim);
+    return `n${k}`;
+  });
+  const boundNames = keptBounds.filter((b): b is string => b !== undefined);
+  const fn = new FnBuilder(
+    `function ${spec.name}(${[...outNames, ...inNames, ...boundNames].join(", ")}) {`,
+  );
   const leaves = new Map<Instruction, Leaf>();
   spec.leaves.forEach((l, i) => {
     leaves.set(l, { kind: "array", arr: fn.atom(`in${i}`), dims: arrayOf(l).dims });
@@ -179,10 +201,11 @@ export function genReduceKernel(
     Rd.length > 0 &&
     !Rd.includes(S.length - 1) &&
     inlinable(first.called[0]!);
+  // A column reduce walks the input in order; it computes every row (limits are hints).
   if (column) columnReduce(ctx, fn, gen, first, S, kept, keptDims);
-  else rowReduce(ctx, fn, gen, leaves, reduces, outputs, S, Rd, kept, keptDims);
+  else rowReduce(ctx, fn, gen, leaves, reduces, outputs, S, Rd, kept, keptDims, keptBounds);
   ctx.addFunction(`// ${commentText(spec.comment)}\n${fn.render()}`);
-  return { shapes: outputs.map((o) => o.shape) };
+  return { shapes: outputs.map((o) => o.shape), limitArgs: column ? [] : limitArgs };
 }
 
 function elemShape(instr: Instruction, elem: number): ArrayShape {
@@ -218,8 +241,9 @@ function rowReduce(
   Rd: readonly number[],
   kept: readonly number[],
   keptDims: readonly number[],
+  keptBounds: readonly (string | undefined)[],
 ): void {
-  const K = nestLoops(fn, fn.root, keptDims, "k");
+  const K = nestLoops(fn, fn.root, keptDims, "k", keptBounds);
   const keptIdx = K.vars.map((v) => affSym(v));
   const redDims = Rd.map((d) => S[d]!);
   for (const r of reduces) {

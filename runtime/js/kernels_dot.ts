@@ -101,6 +101,8 @@ export type Epilogue = (lo: number, hi: number) => void;
 /**
  * out[b, m, n] = round(sum_k A[b, m, k] * B[b, k, n]) for float element types, accumulating in
  * double in k order. `epi(lo, hi)` is called with each finished range of rows b * M + m.
+ * Only rows m < mLim and columns n < nLim are computed (an extent hint: the rest of `out` is
+ * never read); the layout stays M x N.
  */
 export function dotFloat(
   A: Float32Array,
@@ -109,10 +111,14 @@ export function dotFloat(
   p: DotPlan,
   round: ((x: number) => number) | null,
   epi: Epilogue | null,
+  mLim = p.M,
+  nLim = p.N,
 ): void {
   const { nb, M, N, K, aB, aM, aK, bB, bK, bN } = p;
-  if (nb * M * N === 0) return;
-  const nP = (N + 3) >> 2;
+  const Mc = mLim < M ? mLim : M;
+  const Nc = nLim < N ? nLim : N;
+  if (nb * Mc * Nc === 0) return;
+  const nP = (Nc + 3) >> 2;
   if (!p.bp || p.bp.length < nP * K * 4) p.bp = new Float64Array(nP * K * 4);
   if (!p.ap || p.ap.length < K * 4) p.ap = new Float64Array(K * 4);
   const Bp = p.bp;
@@ -125,7 +131,7 @@ export function dotFloat(
       const base = jp * K * 4;
       for (let c = 0; c < 4; c++) {
         const n = jp * 4 + c;
-        if (n < N) {
+        if (n < Nc) {
           const bn = bb + bN[n]!;
           for (let k = 0; k < K; k++) Bp[base + k * 4 + c] = B[bn + bK[k]!]!;
         } else {
@@ -133,8 +139,8 @@ export function dotFloat(
         }
       }
     }
-    for (let ip = 0; ip < M; ip += 4) {
-      const mr = M - ip < 4 ? M - ip : 4;
+    for (let ip = 0; ip < Mc; ip += 4) {
+      const mr = Mc - ip < 4 ? Mc - ip : 4;
       for (let r = 0; r < 4; r++) {
         if (r < mr) {
           const am = ab + aM[ip + r]!;
@@ -177,7 +183,7 @@ export function dotFloat(
           c33 += a3 * b3;
         }
         const j = jp * 4;
-        const nc = N - j < 4 ? N - j : 4;
+        const nc = Nc - j < 4 ? Nc - j : 4;
         store(out, row0 + j, N, mr, nc, round, c00, c01, c02, c03, 0);
         if (mr > 1) store(out, row0 + j, N, mr, nc, round, c10, c11, c12, c13, 1);
         if (mr > 2) store(out, row0 + j, N, mr, nc, round, c20, c21, c22, c23, 2);

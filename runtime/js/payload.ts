@@ -52,7 +52,7 @@ import { bitcastArray, clampF, clampI, clampIndex, convertArray } from "./runtim
  * changes what a source means or what its table holds, so entries written by an older codegen
  * (same Kiln version, as in development) are rejected and recompiled instead of run.
  */
-export const JS_CODEGEN_VERSION = 1;
+export const JS_CODEGEN_VERSION = 2;
 
 const MAGIC = "KILNJSPG";
 /** magic, version, flags, three lengths. */

@@ -29,6 +29,7 @@ import type { Executable } from "../../runtime/backend.ts";
 import { compileModule } from "../../runtime/compile.ts";
 import { interpreterBackend } from "../../runtime/interpreter.ts";
 import { jsBackend } from "../../runtime/js/backend.ts";
+import { codegenTesting } from "../../runtime/js/codegen_program.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -74,9 +75,21 @@ function padded(original: Module): { module: Module; exes: Executable[] } {
   expect(anyDynamic(module)).toBe(false);
   expect(printHlo(parseHlo(printHlo(module)))).toBe(printHlo(module));
   const optimized = compileModule(module, { backend: "js", cache: false }).executable;
+  // The js backend skips what extent hints say nobody reads; poisoned, those parts are NaN (or
+  // extreme integers), so a result that read them would differ.
+  codegenTesting.poison = true;
+  let poisoned: Executable[];
+  try {
+    poisoned = [
+      jsBackend.compile(module),
+      compileModule(module, { backend: "js", cache: false }).executable,
+    ];
+  } finally {
+    codegenTesting.poison = false;
+  }
   return {
     module,
-    exes: [jsBackend.compile(module), interpreterBackend.compile(module), optimized],
+    exes: [jsBackend.compile(module), interpreterBackend.compile(module), optimized, ...poisoned],
   };
 }
 
