@@ -33,7 +33,8 @@ export interface OriginalLocation {
   via: "source-map" | "direct";
 }
 
-interface ScriptInfo {
+/** A script as the Debugger domain names it (also read by compiler/coverage.ts). */
+export interface ScriptInfo {
   url: string;
   sourceMapURL: string | undefined;
 }
@@ -155,7 +156,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null;
 }
 
-function urlToPath(url: string): string | undefined {
+export function urlToPath(url: string): string | undefined {
   if (url.startsWith("file://")) {
     try {
       return fileURLToPath(url);
@@ -178,7 +179,8 @@ function isPayload(v: unknown): v is SourceMapPayload {
   return isRecord(v) && Array.isArray(v["sources"]) && typeof v["mappings"] === "string";
 }
 
-function loadSourceMap(info: ScriptInfo): SourceMap | undefined {
+/** The source map of a script (inline, beside it, or Node's own), cached; undefined if none. */
+export function loadSourceMap(info: ScriptInfo): SourceMap | undefined {
   const key = `${info.url}\n${info.sourceMapURL ?? ""}`;
   const cached = sourceMaps.get(key);
   if (cached !== undefined) return cached ?? undefined;

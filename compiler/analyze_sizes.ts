@@ -2,7 +2,8 @@
 // dynamism traces the user's code at a few sizes of a bucket and compares the programs; a
 // condition that flips between the sampled sizes (`T % 2 === 0`, `T === 37`) would let one
 // program serve sizes traced on the other side of the branch. So every branch whose condition
-// depends on a size is reported here, and compile() keeps such code static. A value depends on
+// depends on a size is reported here, and compile() keeps such code static when its traces
+// evaluated the condition (compiler/dynamic.ts, compiler/coverage.ts). A value depends on
 // a size when it reads `.shape` (its elements), `.size(...)` or `.numel()`, or is computed or
 // assigned (transitively, through locals, destructuring, calls and callbacks) from one; the
 // rank (`.ndim`, `.dim()`, `x.shape.length`) is not a size, since a shape guard fixes it. A

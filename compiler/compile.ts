@@ -55,12 +55,22 @@ import {
   type DynamicOption,
   DynamicShapeError,
   dynamicMarks,
-  sizeBranchReason,
+  SizeBranchCheck,
+  type SizeBranchSite,
+  sizeBranchSites,
   outOfRange,
   policyName,
   resizeTensor,
 } from "./dynamic.ts";
-import { type Affine, buildDynamicModule, fitAffine } from "./dynamic_module.ts";
+import {
+  type Affine,
+  affineAt,
+  blameGroup,
+  buildDynamicModule,
+  fitAffine,
+  movedAlone,
+  pointText,
+} from "./dynamic_module.ts";
 import { readFreeVariables } from "./freevars.ts";
 import { describeValue, type Guard, GuardSet, type GuardSpec } from "./guards.ts";
 import { flatten, formatPath, isContainer, type Leaf, type TreeSpec, unflatten } from "./pytree.ts";
@@ -146,6 +156,22 @@ export type CompiledModule<M extends NNModule & { forward: AnyFunction }> = Comp
 export const INTERNALS: unique symbol = Symbol("kiln.compile.internals");
 
 // ---- Cache entries ---------------------------------------------------------------------------
+
+/** Dims that share one size on a call (equal size, equal bucket): one size of the program. */
+interface SizeGroup {
+  readonly dims: DynamicDimPlan[];
+  readonly lo: number;
+  /** Lowered when the code rejects sizes up to the bucket's top. */
+  hi: number;
+}
+
+/** Each independent group costs traces (one more at its bottom); past this, specialize. */
+const MAX_SIZE_GROUPS = 4;
+
+/** A dynamic program, or why not (`group`: the one group the reason belongs to, if one). */
+type DynamicBuild =
+  | { ok: true; exe: Executable; module: Module; readers: Map<number, Affine>; hit: boolean }
+  | { ok: false; why: string; group?: number };
 
 /** How a result leaf (or a written value) is produced on a compiled call. */
 type OutLeaf =
@@ -352,14 +378,15 @@ export function compile(
   let lastTrace: TraceSummary | undefined;
 
   const getAnalysis = (): Analysis => (analysis ??= analyze(fn, model));
-  /** Why the code must stay static (it branches on a size), read from its source once. */
-  let sizeBranch: string | null | undefined;
-  const getSizeBranch = (): string | undefined =>
-    (sizeBranch ??=
-      sizeBranchReason(
-        model ? undefined : fn,
-        model ? [model] : fixedFreeModules(getAnalysis(), fn).map(([, m]) => m),
-      ) ?? null) ?? undefined;
+  /** The code's branches on a size (each a reason to stay static), read from its source once. */
+  let sizeBranches: SizeBranchSite[] | string | undefined;
+  const getSizeBranches = (): SizeBranchSite[] | string =>
+    (sizeBranches ??= sizeBranchSites(
+      model ? undefined : fn,
+      model ? [model] : fixedFreeModules(getAnalysis(), fn).map(([, m]) => m),
+    ));
+  /** The size-branch check of the bucketed trace in progress (it may record V8's coverage). */
+  let sizeCheck: SizeBranchCheck | undefined;
 
   const lazyOptions = () => ({
     ...(options.backend !== undefined && { backend: options.backend }),
@@ -423,11 +450,14 @@ export function compile(
     return out;
   };
 
-  /** The dims that share one bucket this call (one size class), and the bucket. */
-  const choosePlan = (
-    plan: readonly DynamicDimPlan[],
-  ): { dims: DynamicDimPlan[]; lo: number; hi: number } | undefined => {
-    const usable: { p: DynamicDimPlan; lo: number; hi: number }[] = [];
+  /**
+   * The usable dims of this call in SIZE GROUPS: dims with equal size and equal bucket share
+   * one size (and get an equal guard); dims of different sizes are independent groups, each
+   * with its own bucket (an encoder's frames and a decoder's tokens). Past MAX_SIZE_GROUPS the
+   * rest are specialized: each group costs traces.
+   */
+  const choosePlan = (plan: readonly DynamicDimPlan[]): SizeGroup[] | undefined => {
+    const groups: SizeGroup[] = [];
     for (const p of plan) {
       const bad = outOfRange(p);
       if (bad !== undefined) {
@@ -440,35 +470,37 @@ export function compile(
         log("recompiles", () => `${name}: ${p.path}.shape[${p.dim}]: ${b}`);
         continue;
       }
-      if (b.lo < b.hi) usable.push({ p, ...b });
+      if (b.lo >= b.hi) continue;
+      const same = groups.find((g) => g.lo === b.lo && g.hi === b.hi && g.dims[0]!.size === p.size);
+      if (same) {
+        same.dims.push(p);
+      } else if (groups.length < MAX_SIZE_GROUPS) {
+        groups.push({ dims: [p], lo: b.lo, hi: b.hi });
+      } else {
+        stats.noteSpecialized(
+          stats.calls,
+          `${p.path}.shape[${p.dim}] (${p.size}) is specialized: at most ${MAX_SIZE_GROUPS} ` +
+            `independent size groups per program`,
+        );
+      }
     }
-    const first = usable[0];
-    if (!first) return undefined;
-    const same = usable.filter(
-      (u) => u.lo === first.lo && u.hi === first.hi && u.p.size === first.p.size,
-    );
-    for (const u of usable) {
-      if (same.includes(u)) continue;
-      stats.noteSpecialized(
-        stats.calls,
-        `${u.p.path}.shape[${u.p.dim}] (${u.p.size}) is specialized: one size class per ` +
-          `program, and ${first.p.path}.shape[${first.p.dim}] (${first.p.size}) has it`,
-      );
-    }
-    return { dims: same.map((u) => u.p), lo: first.lo, hi: first.hi };
+    return groups.length > 0 ? groups : undefined;
   };
 
-  /** The arguments with every planned dim resized to `size`. */
+  /** The arguments with each group's dims resized to its size in `sizes`. */
   const argsAt = (
     spec: TreeSpec,
     leaves: readonly Leaf[],
-    dims: readonly DynamicDimPlan[],
-    size: number,
+    groups: readonly SizeGroup[],
+    sizes: readonly number[],
   ): unknown[] => {
     const values = leaves.map((l) => {
-      const mine = dims.filter((p) => sameKeys(p.keys, l.path));
-      if (mine.length === 0 || l.kind !== "tensor") return l.value;
-      return resizeTensor(l.value as Tensor, new Map(mine.map((p) => [p.dim, size])));
+      if (l.kind !== "tensor") return l.value;
+      const resize = new Map<number, number>();
+      for (const [g, group] of groups.entries()) {
+        for (const p of group.dims) if (sameKeys(p.keys, l.path)) resize.set(p.dim, sizes[g]!);
+      }
+      return resize.size === 0 ? l.value : resizeTensor(l.value as Tensor, resize);
     });
     return unflatten(spec, values) as unknown[];
   };
@@ -521,93 +553,157 @@ export function compile(
   };
 
   /**
-   * The dynamic program for this call's bucket, or why the dims are specialized: the code is
-   * traced at the bucket's top and bottom, and the programs are compared with this call's.
+   * The dynamic program for this call's buckets, or why the dims are specialized. When the
+   * reason belongs to one group of several (a trace that moved that group alone differs), that
+   * group is specialized (removed from `groups`, its dims compiled at this call's size) and the
+   * others are tried again.
    */
   const buildDynamic = (
     spec: TreeSpec,
     leaves: readonly Leaf[],
-    /** `hi` is lowered when the code rejects sizes up to the bucket's top. */
-    chosen: { dims: DynamicDimPlan[]; lo: number; hi: number },
+    /** Mutated: a group's `hi` is lowered when the code rejects its top; groups are removed. */
+    groups: SizeGroup[],
     real: Program,
     realTracer: Tracer,
-  ):
-    | { ok: true; exe: Executable; module: Module; readers: Map<number, Affine>; hit: boolean }
-    | { ok: false; why: string } => {
-    const { dims, lo } = chosen;
-    let hi = chosen.hi;
-    const T = dims[0]!.size;
+  ): DynamicBuild => {
+    for (;;) {
+      const r = buildGroups(spec, leaves, groups, real, realTracer);
+      if (r.ok || r.group === undefined || groups.length === 1) return r;
+      const [g] = groups.splice(r.group, 1);
+      const d = g!.dims[0]!;
+      const why = `${d.path}.shape[${d.dim}] = ${d.size} is specialized: ${r.why}`;
+      stats.noteSpecialized(stats.calls, why);
+      log("recompiles", () => `${name}: ${why}`);
+    }
+  };
+
+  /**
+   * One try of buildDynamic. The code is traced at every group's top (the program's bounds),
+   * then from there with one group at a time at its bottom (so each difference belongs to one
+   * group), at this call's sizes, and at every bucket's middle when that adds a point where the
+   * groups move together, so a product of two sizes is caught (with one group: only when this
+   * call is at the top, as the fit's third point; one group traces exactly as before groups).
+   */
+  const buildGroups = (
+    spec: TreeSpec,
+    leaves: readonly Leaf[],
+    groups: SizeGroup[],
+    real: Program,
+    realTracer: Tracer,
+  ): DynamicBuild => {
+    const k = groups.length;
+    const names = groups.map((g) => `${g.dims[0]!.path}.shape[${g.dims[0]!.dim}]`);
+    const callSizes = groups.map((g) => g.dims[0]!.size);
+    const same = (x: readonly number[], y: readonly number[]) => x.every((n, i) => n === y[i]);
     let top: ReturnType<typeof traceProgram>;
-    const others: { program: Program; size: number }[] = [];
+    const others: { program: Program; sizes: number[] }[] = [];
+    let tracedAt: number[] = callSizes;
+    let failedGroup: number | undefined;
     try {
-      if (hi === T) {
+      if (groups.every((g, i) => g.hi === callSizes[i])) {
         top = { program: real, tracer: realTracer };
       } else {
         try {
-          top = traceProgram(argsAt(spec, leaves, dims, hi));
+          tracedAt = groups.map((g) => g.hi);
+          top = traceProgram(argsAt(spec, leaves, groups, tracedAt));
         } catch (e) {
-          // The code rejects the bucket's top (a context length, a table size): the bucket
-          // ends at the largest size it accepts, found by bisection between here and the top.
-          let ok = T;
-          let bad = hi;
+          // The code rejects a bucket's top (a context length, a table size): the bucket ends
+          // at the largest size it accepts, found by bisection between here and the top, one
+          // group at a time (the others at the tops already found).
+          const cur = [...callSizes];
           let best: ReturnType<typeof traceProgram> = { program: real, tracer: realTracer };
-          while (bad - ok > 1) {
-            const mid = Math.floor((ok + bad) / 2);
-            try {
-              best = traceProgram(argsAt(spec, leaves, dims, mid));
-              ok = mid;
-            } catch {
-              bad = mid;
+          for (const [g, group] of groups.entries()) {
+            if (cur[g] === group.hi) continue;
+            const at = (n: number) => cur.map((x, h) => (h === g ? n : x));
+            if (k > 1) {
+              try {
+                best = traceProgram(argsAt(spec, leaves, groups, at(group.hi)));
+                cur[g] = group.hi;
+                continue;
+              } catch {
+                // bisect below
+              }
             }
+            let ok = callSizes[g]!;
+            let bad = group.hi;
+            while (bad - ok > 1) {
+              const mid = Math.floor((ok + bad) / 2);
+              try {
+                best = traceProgram(argsAt(spec, leaves, groups, at(mid)));
+                ok = mid;
+              } catch {
+                bad = mid;
+              }
+            }
+            if (ok === callSizes[g] && callSizes[g] === group.lo) {
+              failedGroup = k > 1 ? g : undefined;
+              tracedAt = at(group.hi);
+              throw e;
+            }
+            group.hi = ok;
+            cur[g] = ok;
+            log("recompiles", () =>
+              `${name}: the bucket of ${names[g]} ends at ${ok}: ${String(e)}`);
           }
-          if (ok === T && T === lo) throw e;
           top = best;
-          hi = ok;
-          chosen.hi = hi;
-          log("recompiles", () => `${name}: the bucket ends at ${hi}: ${String(e)}`);
         }
       }
-      // The bottom, this call's size, and (when this call is at the top) the middle: three
-      // points where the bucket has them, so an affine fit is checked, not just made.
-      const sizes = [lo, T, Math.floor((lo + hi) / 2)].filter((x, i, all) =>
-        x !== hi && all.indexOf(x) === i && (i < 2 || T === hi));
-      for (const size of sizes) {
-        const program =
-          size === T ? real : traceProgram(argsAt(spec, leaves, dims, size)).program;
-        others.push({ program, size });
+      const tops = groups.map((g) => g.hi);
+      const points: number[][] = [];
+      const add = (p: number[]) => {
+        if (!same(p, tops) && !points.some((q) => same(q, p))) points.push(p);
+      };
+      for (const [g, group] of groups.entries()) add(tops.map((x, h) => (h === g ? group.lo : x)));
+      add(callSizes);
+      if (k > 1 || same(callSizes, tops)) add(groups.map((g) => Math.floor((g.lo + g.hi) / 2)));
+      for (const p of points) {
+        tracedAt = p;
+        failedGroup = movedAlone(p, tops);
+        const program = same(p, callSizes)
+          ? real
+          : traceProgram(argsAt(spec, leaves, groups, p)).program;
+        others.push({ program, sizes: p });
       }
     } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      const g0 = groups[0]!;
       return {
         ok: false,
-        why: `tracing at another size in [${lo}, ${hi}] failed: ${
-          e instanceof Error ? e.message : String(e)
-        }`,
+        why: k === 1
+          ? `tracing at another size in [${g0.lo}, ${g0.hi}] failed: ${msg}`
+          : `tracing at ${pointText(tracedAt, names)} failed: ${msg}`,
+        ...(failedGroup !== undefined && { group: failedGroup }),
       };
     }
+    const tops = groups.map((g) => g.hi);
+    const topText = pointText(tops, names);
     const tp = top.program;
     const readers = new Map<number, Affine>();
     for (const o of others) {
       const p = o.program;
       if (p.bindings.length !== tp.bindings.length || p.results !== tp.results ||
         p.resultIndex.join() !== tp.resultIndex.join()) {
+        const g = movedAlone(o.sizes, tops);
         return {
           ok: false,
-          why: `the program's inputs or results differ between size ${hi} and size ` +
-            `${o.size}: the code depends on the size${firstDifference(tp.module, p.module)}`,
+          why: `the program's inputs or results differ between ${topText} and ` +
+            `${pointText(o.sizes, names)}: the code depends on the size${
+              firstDifference(tp.module, p.module)}`,
+          ...(g !== undefined && { group: g }),
         };
       }
     }
     if (real.resultIndex.join() !== tp.resultIndex.join()) {
-      return { ok: false, why: `the program's results differ at size ${hi}` };
+      return { ok: false, why: `the program's results differ at ${topText}` };
     }
-    for (const [k, bd] of tp.bindings.entries()) {
-      const at = others.map((o) => o.program.bindings[k]!);
+    for (const [b, bd] of tp.bindings.entries()) {
+      const at = others.map((o) => o.program.bindings[b]!);
       if (at.some((x) => x.kind !== bd.kind)) {
-        return { ok: false, why: `input ${k} of the program changes kind with the size` };
+        return { ok: false, why: `input ${b} of the program changes kind with the size` };
       }
       if (bd.kind === "slot") {
         if (at.some((x) => x.kind === "slot" && x.slot !== bd.slot)) {
-          return { ok: false, why: `input ${k} of the program changes with the size` };
+          return { ok: false, why: `input ${b} of the program changes with the size` };
         }
       } else if (bd.kind === "const") {
         const l0 = operandLiteral(new Tensor(bd.impl));
@@ -621,31 +717,40 @@ export function compile(
       } else {
         const v0 = Number(bd.value);
         const pts = at.map(
-          (x, j) => [others[j]!.size, Number((x as { value: unknown }).value)] as const,
+          (x, j) => [others[j]!.sizes, Number((x as { value: unknown }).value)] as const,
         );
         if (pts.every(([, v]) => v === v0)) continue;
-        const fit = fitAffine([[hi, v0], ...pts]);
+        const fit = fitAffine([[tops, v0], ...pts]);
         if (!fit) {
+          const g = blameGroup([[tops, v0], ...pts]);
           return {
             ok: false,
-            why: `a number passed to an op (${String(bd.value)} at size ${hi}) changes with the ` +
-              `size and is not an integer affine function of it`,
+            ...(g !== undefined && { group: g }),
+            why: `a number passed to an op (${String(bd.value)} at ${topText}) changes with ` +
+              `the ${k === 1 ? "size and is not an integer affine function of it" : "sizes and " +
+              "is not an integer affine function of them"}`,
           };
         }
-        readers.set(k, fit);
+        readers.set(b, fit);
       }
     }
-    const first = dims[0]!;
-    const param = tp.bindings.findIndex((bd) => {
-      if (bd.kind !== "slot") return false;
-      const slot = top.tracer.slots[bd.slot]!;
-      return slot.kind === "arg" && sameKeys(slot.keys, first.keys);
+    // Where the program reads each group's size: any of its dims that is a program input.
+    const sources = groups.map((group) => {
+      for (const d of group.dims) {
+        const param = tp.bindings.findIndex((bd) => {
+          if (bd.kind !== "slot") return false;
+          const slot = top.tracer.slots[bd.slot]!;
+          return slot.kind === "arg" && sameKeys(slot.keys, d.keys);
+        });
+        if (param >= 0) return { param, dim: d.dim };
+      }
+      return undefined;
     });
-    if (param < 0) return { ok: false, why: `${first.path} is not used by the program` };
     const built = buildDynamicModule(
-      { module: tp.module, size: hi },
-      others.map((o) => ({ module: o.program.module, size: o.size })),
-      { param, dim: first.dim },
+      { module: tp.module, sizes: tops },
+      others.map((o) => ({ module: o.program.module, sizes: o.sizes })),
+      sources,
+      names,
     );
     if (!built.ok) return built;
     const padded = cloneModule(built.module);
@@ -669,6 +774,7 @@ export function compile(
     const lazyBefore = lazyStats();
     const { spec, leaves } = flatten([...args]);
     const chosen = choosePlan(planDynamic(leaves));
+    sizeCheck = chosen ? new SizeBranchCheck(getSizeBranches(), name) : undefined;
     const tracer = new Tracer(lazyOptions());
     const symLeaves = leaves.map((l) =>
       l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, pathText(l.path)) : l.value,
@@ -817,26 +923,26 @@ export function compile(
       resultIndex = program.resultIndex;
       ops = program.ops;
       tuple = program.results > 1;
-      // Code that branches on a size is never shared across sizes: a branch that flips between
-      // the sizes traced would go unseen (docs/dynamic-shapes.md).
-      const branch = chosen ? getSizeBranch() : undefined;
-      const dyn = !chosen
-        ? undefined
-        : branch !== undefined
-          ? ({ ok: false, why: branch } as const)
-          : buildDynamic(spec, leaves, chosen, program, tracer);
+      // Code that branches on a size shares a bucket's program only when the traces never
+      // evaluated the branch (compiler/dynamic.ts, docs/dynamic-shapes.md).
+      const dyn = chosen && sizeCheck
+        ? sizeCheck.decide(() => buildDynamic(spec, leaves, chosen, program, tracer))
+        : undefined;
       if (dyn?.ok) {
         exe = dyn.exe;
         module = dynamicModule = dyn.module;
         affine = dyn.readers;
         isBucketed = true;
         if (dyn.hit) stats.programCacheHits++;
-        log("recompiles", () => `${name}: one program for ${chosen!.dims.map((d) =>
-          `${d.path}.shape[${d.dim}]`).join(", ")} in [${chosen!.lo}, ${chosen!.hi}]`);
+        log("recompiles", () => `${name}: one program for ${chosen!.map((g) =>
+          `${g.dims.map((d) => `${d.path}.shape[${d.dim}]`).join(" == ")} in [${g.lo}, ${
+            g.hi}]`).join(", ")}`);
       } else {
         if (dyn && chosen) {
-          const d = chosen.dims[0]!;
-          const why = `${d.path}.shape[${d.dim}] = ${d.size} is specialized: ${dyn.why}`;
+          const dims = chosen.map((g) => `${g.dims[0]!.path}.shape[${g.dims[0]!.dim}] = ${
+            g.dims[0]!.size}`);
+          const why = `${dims.join(", ")} ${dims.length === 1 ? "is" : "are"} specialized: ${
+            dyn.why}`;
           stats.noteSpecialized(stats.calls, why);
           log("recompiles", () => `${name}: ${why}`);
         }
@@ -867,10 +973,9 @@ export function compile(
       const fit = affine.get(k);
       if (!fit || !module || !chosen) return bindingReader(bd, tracer.slots);
       const type = (module.entry.parameters[k]!.shape as ArrayShape).type;
-      const { keys, dim } = chosen.dims[0]!;
+      const at = chosen.map((g) => g.dims[0]!);
       return (a: readonly unknown[]) => {
-        const t = readKeys(a, keys) as Tensor;
-        const v = fit.a * t.shape[dim]! + fit.c;
+        const v = affineAt(fit, at.map((d) => (readKeys(a, d.keys) as Tensor).shape[d.dim]!));
         return scalarLiteral(type, type === "s64" ? BigInt(v) : v);
       };
     });
@@ -984,8 +1089,16 @@ export function compile(
       if (options.errorOnRecompile) throw new RecompileError(name, f.reason, f.guard);
       const madeDynamic = dynamicOption === "auto" ? markAutoDynamic(closest, inputs) : [];
       if (madeDynamic.length > 0) f.reason = `${f.reason}: ${madeDynamic.join("; ")}`;
+      if (f.guard.kind === "equal") {
+        // Both dims passed their range guards, so both are dynamic again this call, with
+        // different sizes: the next program has them in two size groups.
+        f.reason = `${f.reason}: ${f.guard.path} and ${String(f.guard.expected)} are now ` +
+          `separate size groups`;
+      }
       const counted = entries.filter((e) => !bucketed.has(e)).length;
-      if (counted >= limit && madeDynamic.length === 0 && f.guard.kind !== "range") {
+      // A bucket miss or a split size group makes a bucketed entry: not under the limit.
+      const bucketMiss = f.guard.kind === "range" || f.guard.kind === "equal";
+      if (counted >= limit && madeDynamic.length === 0 && !bucketMiss) {
         stats.fallbacks.push({ call: stats.calls, reason: f.reason });
         if (!warned) {
           warned = true;
@@ -999,7 +1112,12 @@ export function compile(
       stats.recompiles.push({ call: stats.calls, reason: f.reason, guard: f.guard });
       log("recompiles", () => `${name}: recompiling (call ${stats.calls}): ${f.reason}`);
     }
-    return trace(args, settings, free);
+    try {
+      return trace(args, settings, free);
+    } finally {
+      sizeCheck?.stop();
+      sizeCheck = undefined;
+    }
   }
 
   const internals: Internals = {
@@ -1448,53 +1566,49 @@ function readKeys(args: readonly unknown[], keys: readonly (string | number)[]):
 
 /**
  * An entry's guards with its dynamic dims freed: the shape guard of each dynamic tensor skips
- * those dims (`null`) and a range guard right after checks the bucket (`65 <= x.shape[1] <=
- * 128`).
+ * those dims (`null`) and a range guard right after checks each one's bucket (`65 <=
+ * x.shape[1] <= 128`); the dims of one size group must also stay equal to its first.
  */
-function withRangeGuards(
-  specs: readonly GuardSpec[],
-  chosen: { dims: readonly DynamicDimPlan[]; lo: number; hi: number },
-): GuardSpec[] {
+function withRangeGuards(specs: readonly GuardSpec[], groups: readonly SizeGroup[]): GuardSpec[] {
   const out: GuardSpec[] = [];
+  const dims = groups.flatMap((g) => g.dims.map((d) => ({ d, g })));
   for (const s of specs) {
     const a = s.access;
     const mine =
       s.guard.kind === "shape" && a.root === "arg"
-        ? chosen.dims.filter((d) => sameKeys(d.keys, a.keys))
+        ? dims.filter(({ d }) => sameKeys(d.keys, a.keys))
         : [];
     if (mine.length === 0 || a.root !== "arg") {
       out.push(s);
       continue;
     }
     const expected = (s.guard.expected as readonly (number | null)[]).map((v, i) =>
-      mine.some((d) => d.dim === i) ? null : v,
+      mine.some(({ d }) => d.dim === i) ? null : v,
     );
     out.push({ ...s, guard: { ...s.guard, expected } });
-    for (const d of mine) {
+    for (const { d, g } of mine) {
       out.push({
-        guard: {
-          kind: "range",
-          path: `${d.path}.shape[${d.dim}]`,
-          expected: [chosen.lo, chosen.hi],
-        },
+        guard: { kind: "range", path: `${d.path}.shape[${d.dim}]`, expected: [g.lo, g.hi] },
         access: { root: "arg", keys: [...a.keys, "shape", d.dim] },
         test: "plain",
       });
     }
   }
   // One program has one size per group: dims that were equal when traced must still be.
-  const [first, ...rest] = chosen.dims;
-  for (const d of first ? rest : []) {
-    out.push({
-      guard: {
-        kind: "equal",
-        path: `${d.path}.shape[${d.dim}]`,
-        expected: `${first!.path}.shape[${first!.dim}]`,
-      },
-      access: { root: "arg", keys: [...d.keys, "shape", d.dim] },
-      other: { root: "arg", keys: [...first!.keys, "shape", first!.dim] },
-      test: "plain",
-    });
+  for (const g of groups) {
+    const [first, ...rest] = g.dims;
+    for (const d of first ? rest : []) {
+      out.push({
+        guard: {
+          kind: "equal",
+          path: `${d.path}.shape[${d.dim}]`,
+          expected: `${first!.path}.shape[${first!.dim}]`,
+        },
+        access: { root: "arg", keys: [...d.keys, "shape", d.dim] },
+        other: { root: "arg", keys: [...first!.keys, "shape", first!.dim] },
+        test: "plain",
+      });
+    }
   }
   return out;
 }

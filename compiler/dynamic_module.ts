@@ -1,16 +1,20 @@
 // From traces at several sizes to ONE program with bounded dynamic dims. In JavaScript a size
 // is a plain number in the user's code, so Kiln cannot follow `T * heads` or `T - 1`
 // symbolically; instead the same code is traced at the bucket's top (the program's bounds) and
-// at other sizes in the bucket, and the programs are compared instruction by instruction. Same
-// structure (opcodes, operands, attributes, called computations) means the code did not branch
-// on the size there: a dim that differs is dynamic (`<=bound`, its bound the top's size; it must
-// grow with the size), and a constant that differs (`arange(start, ...)`'s start, a count) is an
-// integer affine function of the size, rebuilt from `get-dimension-size` so the program reads
-// the real size at run time; a slice may differ only along a dim it takes whole ([0:T]), which
-// the top's [0:bound] slice keeps dynamic. Different structure — user code that branches on the
-// size, a slice whose limits move otherwise, a float constant like 1/T — is never guessed at:
-// the comparison returns a reason naming the instruction and its source line, and the caller
-// specializes the dim (compiles the exact size) instead.
+// at other sizes in the bucket, and the programs are compared instruction by instruction. A
+// program may have several independent SIZE GROUPS (an encoder's frames and a decoder's tokens):
+// every trace is a point with one size per group, and the caller varies one group at a time
+// from the top (so each difference is attributed to one group) plus a point where they all
+// differ (so a product of two sizes is caught, not fitted). Same structure (opcodes, operands,
+// attributes, called computations) means the code did not branch on the sizes there: a dim
+// that differs is dynamic (`<=bound`, its bound the top's size; it must grow with the sizes),
+// and a constant that differs (`arange(start, ...)`'s start, a count) is an integer affine
+// function of the sizes (a1*T1 + a2*T2 + c), rebuilt from `get-dimension-size` so the program
+// reads the real sizes at run time; a slice may differ only along a dim it takes whole ([0:T]),
+// which the top's [0:bound] slice keeps dynamic. Different structure — user code that branches
+// on a size, a slice whose limits move otherwise, a float constant like 1/T — is never guessed
+// at: the comparison returns a reason naming the instruction and its source line (and the trace
+// it differs in), and the caller specializes the dims (compiles the exact sizes) instead.
 
 import { ComputationBuilder } from "../ir/builder.ts";
 import { cloneAttributes, cloneModule } from "../ir/clone.ts";
@@ -21,32 +25,43 @@ import { printComputation } from "../ir/print.ts";
 import {
   type ArrayShape,
   arrayShape,
+  type ElementType,
   isFloatType,
   type Shape,
   shapeToString,
 } from "../ir/shape.ts";
 
-/** A program traced at one size of the dynamic class. */
+/** A program traced at one point: one size per size group, in group order. */
 export interface SizedModule {
   readonly module: Module;
-  readonly size: number;
+  readonly sizes: readonly number[];
 }
 
-/** Where the program reads the real size: dim `dim` of ENTRY parameter `param`. */
+/** Where the program reads a group's real size: dim `dim` of ENTRY parameter `param`. */
 export interface SizeSource {
   readonly param: number;
   readonly dim: number;
 }
 
-/** An affine function of the size: a * size + c (integers). */
+/** An affine function of the groups' sizes: c + sum of a[g] * size[g] (integers). */
 export interface Affine {
-  readonly a: number;
+  readonly a: readonly number[];
   readonly c: number;
 }
 
 export type DynamicModuleResult =
   | { readonly ok: true; readonly module: Module; readonly dynamicDims: number }
-  | { readonly ok: false; readonly why: string };
+  /** `group`: the one size group the reason belongs to, when it belongs to one of several. */
+  | { readonly ok: false; readonly why: string; readonly group?: number };
+
+/**
+ * A point in words: `size 17` with one group (as messages have always read), else each group's
+ * name and size (`x.shape[1] = 17, y.shape[1] = 32`), names being the caller's.
+ */
+export function pointText(sizes: readonly number[], names?: readonly string[]): string {
+  if (sizes.length === 1) return `size ${sizes[0]}`;
+  return sizes.map((n, g) => `${names?.[g] ?? `size ${g}`} = ${n}`).join(", ");
+}
 
 function where(i: Instruction): string {
   const m = i.metadata;
@@ -58,18 +73,67 @@ function where(i: Instruction): string {
   return `${i.opcode} %${i.name}${op}${src}`;
 }
 
+/** c + sum of a[g] * sizes[g]. */
+export function affineAt(f: Affine, sizes: readonly number[]): number {
+  let v = f.c;
+  for (const [g, a] of f.a.entries()) v += a * sizes[g]!;
+  return v;
+}
+
+/** The one group in which `sizes` differs from `base`, when there are several groups. */
+export function movedAlone(sizes: readonly number[], base: readonly number[]): number | undefined {
+  const moved = sizes.flatMap((n, g) => (n !== base[g] ? [g] : []));
+  return moved.length === 1 && base.length > 1 ? moved[0] : undefined;
+}
+
 /**
- * The integer affine function through the points, or undefined. With two or more points the
- * function is fixed by the first two and checked against the rest.
+ * When fitAffine fails on `points` (the first the base) with several groups: the first group
+ * whose own points (the base and the points that move that group alone) already have no
+ * integer affine fit (or, with `growing`, no growing one), or undefined when only the points
+ * that move several groups together break it.
  */
-export function fitAffine(points: readonly (readonly [number, number])[]): Affine | undefined {
-  const [p0, p1] = points;
-  if (!p0 || !p1 || p0[0] === p1[0]) return undefined;
-  const a = (p1[1] - p0[1]) / (p1[0] - p0[0]);
-  const c = p0[1] - a * p0[0];
-  if (!Number.isInteger(a) || !Number.isInteger(c)) return undefined;
-  for (const [x, y] of points) if (a * x + c !== y) return undefined;
-  return { a, c };
+export function blameGroup(
+  points: readonly (readonly [readonly number[], number])[],
+  growing = false,
+): number | undefined {
+  const base = points[0];
+  if (!base || base[0].length < 2) return undefined;
+  for (let g = 0; g < base[0].length; g++) {
+    const own = points.filter(([x], i) => i === 0 || movedAlone(x, base[0]) === g);
+    const line = own.map(([x, v]) => [[x[g]!], v] as const);
+    const fit = fitAffine(line);
+    if (line.length >= 2 && (!fit || (growing && fit.a[0]! < 0))) return g;
+  }
+  return undefined;
+}
+
+/**
+ * The integer affine function of the group sizes through the points (`[sizes, value]`), or
+ * undefined. The first point is the base; each group's coefficient comes from the first point
+ * that differs from the base in that group alone, and every point is then checked, so a value
+ * that is not affine along one group, or that depends on a product of two groups' sizes, is
+ * rejected (as long as some point moves those groups together).
+ */
+export function fitAffine(
+  points: readonly (readonly [readonly number[], number])[],
+): Affine | undefined {
+  const base = points[0];
+  if (!base || points.length < 2) return undefined;
+  const [b, v0] = base;
+  const a: number[] = [];
+  for (let g = 0; g < b.length; g++) {
+    const axis = points.find(([x]) => x[g] !== b[g] && x.every((n, h) => h === g || n === b[h]));
+    if (!axis) return undefined;
+    const slope = (axis[1] - v0) / (axis[0][g]! - b[g]!);
+    if (!Number.isInteger(slope)) return undefined;
+    a.push(slope);
+  }
+  const fit = { a, c: 0 };
+  const c = v0 - affineAt(fit, b);
+  if (!Number.isInteger(c)) return undefined;
+  const out = { a, c };
+  for (const [x, y] of points) if (affineAt(out, x) !== y) return undefined;
+  return out;
 }
 
 function attrsKey(i: Instruction, withoutSlice = false): string {
@@ -142,23 +206,32 @@ function sameLiteral(a: Literal, b: Literal): boolean {
 }
 
 /**
- * Compares `top` (traced at the bucket's top) with `others` (the same code at other sizes)
+ * Compares `top` (traced at every group's top) with `others` (the same code at other points)
  * and returns `top` rebuilt with bounded dynamic dims and size-reading constants, or why not.
+ * `sources[g]` is where the program reads group g's size (undefined when no parameter carries
+ * it: then nothing may depend on that group but what the caller feeds in); `names[g]` names the
+ * group in reasons.
  */
 export function buildDynamicModule(
   top: SizedModule,
   others: readonly SizedModule[],
-  source: SizeSource,
+  sources: readonly (SizeSource | undefined)[],
+  names?: readonly string[],
 ): DynamicModuleResult {
   const entry = top.module.entry;
+  const at = (s: SizedModule) => pointText(s.sizes, names);
+  const blame = (j: number): { group?: number } => {
+    const g = movedAlone(others[j]!.sizes, top.sizes);
+    return g !== undefined ? { group: g } : {};
+  };
   // Called computations (reducers) must be the same text everywhere.
   const callee = (m: Module) =>
     m.computations.filter((c) => c !== m.entry).map((c) => printComputation(c)).join("\n");
   const topCallees = callee(top.module);
-  for (const o of others) {
+  for (const [j, o] of others.entries()) {
     if (callee(o.module) !== topCallees) {
-      return { ok: false, why: `the called computations differ between size ${top.size} and ` +
-        `size ${o.size}` };
+      return { ok: false, ...blame(j), why: `the called computations differ between ${at(top)} ` +
+        `and ${at(o)}` };
     }
   }
   const instrs = entry.instructions;
@@ -167,14 +240,15 @@ export function buildDynamicModule(
   for (const [k, o] of others.entries()) {
     if (other[k]!.length !== instrs.length) {
       const ys = other[k]!;
-      const at = instrs.findIndex((x, n) => ys[n]?.opcode !== x.opcode);
-      const first = at >= 0 ? `; first at ${where(instrs[at]!)}` : "";
+      const first = instrs.findIndex((x, n) => ys[n]?.opcode !== x.opcode);
+      const where1 = first >= 0 ? `; first at ${where(instrs[first]!)}` : "";
       return {
         ok: false,
+        ...blame(k),
         why:
-          `the program has ${instrs.length} instructions at size ${top.size} and ` +
-          `${ys.length} at size ${o.size}: the code depends on the size (a branch or a ` +
-          `loop over it)${first}`,
+          `the program has ${instrs.length} instructions at ${at(top)} and ` +
+          `${ys.length} at ${at(o)}: the code depends on the size (a branch or a ` +
+          `loop over it)${where1}`,
       };
     }
   }
@@ -186,11 +260,11 @@ export function buildDynamicModule(
   for (const [k, x] of instrs.entries()) {
     const xsAt = other.map((list) => list[k]!);
     for (const [j, y] of xsAt.entries()) {
-      const size = others[j]!.size;
       const mismatch = (what: string): DynamicModuleResult => ({
         ok: false,
-        why: `${where(x)} ${what} at size ${top.size} and at size ${size}: the code depends on ` +
-          `the size there`,
+        ...blame(j),
+        why: `${where(x)} ${what} at ${at(top)} and at ${at(others[j]!)}: the code depends ` +
+          `on the size there`,
       });
       if (y.opcode !== x.opcode) return mismatch(`is ${y.opcode} instead`);
       const ops = x.operands.map((o) => index.get(o));
@@ -205,28 +279,30 @@ export function buildDynamicModule(
         return mismatch("calls different computations");
       }
     }
-    // Constants that move with the size.
+    // Constants that move with the sizes.
     if (x.opcode === "constant") {
       const lx = x.attrs.literal!;
       const lits = xsAt.map((y) => y.attrs.literal!);
       if (!lits.every((l) => sameLiteral(l, lx))) {
         const vx = splatValue(lx);
         const vs = lits.map(splatValue);
-        const fit =
-          vx === undefined || vs.some((v) => v === undefined)
-            ? undefined
-            : fitAffine([[top.size, vx], ...vs.map((v, j) => [others[j]!.size, v!] as const)]);
+        const pts = vx === undefined || vs.some((v) => v === undefined)
+          ? undefined
+          : [[top.sizes, vx] as const, ...vs.map((v, j) => [others[j]!.sizes, v!] as const)];
+        const fit = pts && fitAffine(pts);
         if (!fit || lits.some((l) => l.dims.join() !== lx.dims.join())) {
+          const g = pts && blameGroup(pts);
           return {
             ok: false,
+            ...(g !== undefined && { group: g }),
             why: `${where(x)} holds a value that changes with the size and is not an integer ` +
-              `affine function of it`,
+              `affine function of ${top.sizes.length === 1 ? "it" : "the sizes"}`,
           };
         }
         constants.set(k, fit);
       }
     }
-    // Dims that move with the size.
+    // Dims that move with the sizes.
     const xs = x.shape;
     if (xs.kind === "tuple") {
       shapes.push(undefined);
@@ -236,20 +312,24 @@ export function buildDynamicModule(
     for (const [d, bound] of xs.dims.entries()) {
       const pts = xsAt.map((y, j) => {
         const s = y.shape as ArrayShape;
-        return [others[j]!.size, s.dims[d]!] as const;
+        return [others[j]!.sizes, s.dims[d]!] as const;
       });
       if (pts.every(([, v]) => v === bound)) {
         flags.push(false);
         continue;
       }
-      const fit = fitAffine([[top.size, bound], ...pts]);
-      if (!fit || fit.a <= 0) {
+      const fit = fitAffine([[top.sizes, bound], ...pts]);
+      if (!fit || fit.a.some((a) => a < 0) || !fit.a.some((a) => a > 0)) {
+        const g = blameGroup([[top.sizes, bound], ...pts], true);
         return {
           ok: false,
+          ...(g !== undefined && { group: g }),
           why:
-            `dim ${d} of ${where(x)} is ${bound} at size ${top.size} but ` +
-            pts.map(([s, v]) => `${v} at size ${s}`).join(", ") +
-            `: not a growing integer affine function of the size`,
+            `dim ${d} of ${where(x)} is ${bound} at ${at(top)} but ` +
+            pts.map(([s, v]) => `${v} at ${pointText(s, names)}`).join(", ") +
+            `: not a growing integer affine function of the ${
+              top.sizes.length === 1 ? "size" : "sizes"
+            }`,
         };
       }
       flags.push(true);
@@ -260,7 +340,7 @@ export function buildDynamicModule(
     }
     shapes.push(arrayShape(xs.type, xs.dims, flags));
   }
-  return rebuild(top.module, shapes, constants, dimFits, source, dynamicDims);
+  return rebuild(top.module, shapes, constants, dimFits, sources, names, dynamicDims);
 }
 
 /**
@@ -269,12 +349,16 @@ export function buildDynamicModule(
  */
 const SIZE_MAKERS = new Set(["broadcast", "iota"]);
 
+/** A group's size is needed where no parameter carries it (a reason, not a bug). */
+class MissingSize extends Error {}
+
 function rebuild(
   original: Module,
   shapes: readonly (Shape | undefined)[],
   constants: ReadonlyMap<number, Affine>,
   dimFits: ReadonlyMap<number, ReadonlyMap<number, Affine>>,
-  source: SizeSource,
+  sources: readonly (SizeSource | undefined)[],
+  names: readonly string[] | undefined,
   dynamicDims: number,
 ): DynamicModuleResult {
   const module = cloneModule(original);
@@ -283,11 +367,32 @@ function rebuild(
   const b = new ComputationBuilder(comp);
   const env = new Map<Instruction, Instruction>();
   const params = old.parameters;
-  let size: Instruction | undefined;
-  const sizeValue = (): Instruction => {
-    if (size) return size;
+  const sizes = new Map<number, Instruction>();
+  const sizeValue = (g: number): Instruction => {
+    const known = sizes.get(g);
+    if (known) return known;
+    const source = sources[g];
+    if (!source) {
+      const name = names?.[g] ?? `size group ${g}`;
+      throw new MissingSize(`the program depends on ${name}, but takes no tensor with that dim`);
+    }
     const p = env.get(params[source.param]!)!;
-    return (size = b.getDimensionSize(p, source.dim));
+    const size = b.getDimensionSize(p, source.dim);
+    sizes.set(g, size);
+    return size;
+  };
+  /** c + sum of a[g] * size[g] in element type `t` (`s32` sizes converted first). */
+  const affineValue = (fit: Affine, t: ElementType): Instruction => {
+    let v: Instruction | undefined;
+    for (const [g, a] of fit.a.entries()) {
+      if (a === 0) continue;
+      let term = t === "s32" ? sizeValue(g) : b.convert(sizeValue(g), t);
+      if (a !== 1) term = b.multiply(term, b.constant(scalarLiteral(t, numberFor(t, a))));
+      v = v ? b.add(v, term) : term;
+    }
+    const c = b.constant(scalarLiteral(t, numberFor(t, fit.c)));
+    if (!v) return c;
+    return fit.c !== 0 ? b.add(v, c) : v;
   };
   try {
     for (const [k, x] of old.instructions.entries()) {
@@ -298,9 +403,7 @@ function rebuild(
       if (fit) {
         const lit = x.attrs.literal!;
         const t = lit.type;
-        let v = b.convert(sizeValue(), t);
-        if (fit.a !== 1) v = b.multiply(v, b.constant(scalarLiteral(t, numberFor(t, fit.a))));
-        if (fit.c !== 0) v = b.add(v, b.constant(scalarLiteral(t, numberFor(t, fit.c))));
+        const v = affineValue(fit, t);
         y = lit.dims.length === 0 ? v : b.broadcast(v, lit.dims, []);
       } else if (SIZE_MAKERS.has(x.opcode) && dimFits.has(k) && declared?.kind === "array") {
         const ops = x.operands.map((o) => env.get(o)!);
@@ -311,10 +414,7 @@ function rebuild(
         y = b.op(x.opcode, ops, cloneAttributes(x.attrs), x.called, full);
         for (const [d, fit] of dimFits.get(k)!) {
           if (mapped.has(d)) continue;
-          let n = sizeValue();
-          if (fit.a !== 1) n = b.multiply(n, b.scalar("s32", fit.a));
-          if (fit.c !== 0) n = b.add(n, b.scalar("s32", fit.c));
-          y = b.setDimensionSize(y, n, d);
+          y = b.setDimensionSize(y, affineValue(fit, "s32"), d);
         }
       } else {
         const ops = x.operands.map((o) => env.get(o)!);
@@ -323,6 +423,7 @@ function rebuild(
       env.set(x, y);
     }
   } catch (e) {
+    if (e instanceof MissingSize) return { ok: false, why: e.message };
     return {
       ok: false,
       why: `the program with dynamic dims does not type-check: ${
@@ -338,7 +439,7 @@ function rebuild(
   return { ok: true, module, dynamicDims };
 }
 
-function numberFor(t: import("../ir/shape.ts").ElementType, v: number): number | bigint {
+function numberFor(t: ElementType, v: number): number | bigint {
   if (t === "s64") return BigInt(v);
   return isFloatType(t) ? v : Math.trunc(v);
 }
