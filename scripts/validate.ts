@@ -14,15 +14,8 @@ import { cpus, platform, release } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { compile, type CompiledFunction, INTERNALS } from "../compiler/compile.ts";
-import { cloneModule } from "../ir/clone.ts";
-import type { Module as IrModule } from "../ir/module.ts";
 import { type ModelName, zoo } from "../models/index.ts";
-import {
-  DynamicPadder,
-  fusionSummary,
-  type FusionSummary,
-  optimizationPipeline,
-} from "../passes/index.ts";
+import { fusionSummary, type FusionSummary } from "../passes/index.ts";
 import { backendNames } from "../runtime/index.ts";
 import {
   lastLazyGraph,
@@ -112,20 +105,12 @@ export function maxAbsError(what: string, got: readonly Tensor[], want: readonly
   return worst;
 }
 
-// A bucketed (dynamic) entry keeps its module before padding; compile() compiles the padded one,
-// so pad it the same way first, or fusion would be counted on shapes it never sees.
-function optimizedSummary(module: IrModule, dynamic: boolean): FusionSummary {
-  const copy = cloneModule(module);
-  if (dynamic) new DynamicPadder().run(copy);
-  optimizationPipeline({ verify: false }).run(copy);
-  return fusionSummary(copy);
-}
-
+// What the backend compiled: the executable's module, after padding (a bucketed entry's
+// `module` is the dynamic program before it) and the optimization pipeline.
 function compiledSummary(fast: CompiledFunction<Callable>): FusionSummary | undefined {
   const entries = fast[INTERNALS].entries();
-  const entry = entries[entries.length - 1];
-  if (!entry?.module) return undefined;
-  return optimizedSummary(entry.module, entry.dynamicModule !== undefined);
+  const exe = entries[entries.length - 1]?.exe;
+  return exe ? fusionSummary(exe.module) : undefined;
 }
 
 function timed<T>(fn: () => T): { value: T; ms: number } {
