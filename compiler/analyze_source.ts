@@ -114,8 +114,10 @@ export interface Shape {
   ids: string[];
 }
 
-// Names the test runner's module transform introduces (`__vi_import_0__.relu`).
-const TRANSFORM_NAME = /^(__vi_|__vite_ssr_|_vi_)/;
+// Names module transforms introduce: the test runner's (`__vi_import_0__.relu`), esbuild's
+// CommonJS form under tsx (`import_args.parseArgs`), and esbuild's keepNames wrapper
+// (`__name(() => ..., "fail")`, whose string is not an identifier).
+const TRANSFORM_NAME = /^(__vi_|__vite_ssr_|_vi_|import_[\w$]+$|__name$)/;
 
 export function shapeOf(node: ts.Node): Shape {
   const t = tsApi();

@@ -12,6 +12,7 @@ import { allocate, Literal, type LiteralData } from "../ir/literal.ts";
 import type { Module as NNModule } from "../tensor/nn/module.ts";
 import { analyzeFunction, analyzeModuleForward, type SourceAnalysis } from "./analyze.ts";
 import { isKilnFile } from "./analyze_walk.ts";
+import { locateOriginal } from "./analyze_locate.ts";
 import { formatLocation } from "./source.ts";
 import { TraceCoverage, type SourcePoint, type Verdict } from "./coverage.ts";
 import { log } from "../util/log.ts";
@@ -374,7 +375,7 @@ export function sizeBranchSites(
       for (const m of root.modules()) {
         if (typeof (m as { forward?: unknown }).forward !== "function") continue;
         const a = analyzeModuleForward(m);
-        if (done.has(a) || (a.file !== undefined && isKilnFile(a.file))) continue;
+        if (done.has(a) || isKilnModule(m, a)) continue;
         done.add(a);
         add(a, fn === undefined && i === 0 && m === root);
       }
@@ -385,6 +386,19 @@ export function sizeBranchSites(
     })`;
   }
   return out;
+}
+
+/**
+ * Kiln's own layers (nn.Linear, nn.MultiheadAttention...) are shape-generic by construction:
+ * their argument checks are not the user's branches. Their file is the analysis's, or (when
+ * the transformed text could not be matched to the file and `toString()` was analysed) where
+ * V8 says the class's forward is.
+ */
+function isKilnModule(m: NNModule, a: SourceAnalysis): boolean {
+  if (a.file !== undefined) return isKilnFile(a.file);
+  const forward = (m as { forward?: unknown }).forward;
+  const file = typeof forward === "function" ? locateOriginal(forward)?.file : undefined;
+  return file !== undefined && isKilnFile(file);
 }
 
 /**

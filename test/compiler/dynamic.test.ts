@@ -11,7 +11,16 @@ import createBert, { inputs as bertInputs } from "../../models/bert.ts";
 import createGpt2, {
   type GPT2Output,
   type KVCache, tinyConfig as gpt2Tiny } from "../../models/gpt2.ts";
-import { arange, Generator, manualSeed, ops, randint, randn, type Tensor } from "../../index.ts";
+import {
+  arange,
+  Generator,
+  manualSeed,
+  nn,
+  ops,
+  randint,
+  randn,
+  type Tensor,
+} from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
 import { readFileSync } from "node:fs";
 import * as sizes from "./fixtures/sizes.ts";
@@ -346,6 +355,20 @@ describe("dynamic dims: code that branches on a size is kept static", () => {
     for (const n of [33, 40, 64, 37, 50]) {
       const x = randn(2, n);
       expectTreeClose(fast(x), sizes.guarded(x, 64));
+    }
+    expect(fast.stats.specializations).toEqual([]);
+    expect(fast.stats.compiles).toBe(1);
+  });
+
+  it("Kiln's own layers (nn.MultiheadAttention, which checks sizes) share buckets", () => {
+    // Kiln's layers are shape-generic by construction; their argument checks are not branches
+    // of the user's code. (Under tsx their transformed text must still be matched to the file.)
+    const mha = new nn.MultiheadAttention(16, 2, { batchFirst: true }).eval();
+    const fn = (x: Tensor) => mha.call(x, x, x, { needWeights: false })[0];
+    const fast = compile(fn, { dynamic: { x: { 1: {} } } });
+    for (const n of [33, 40, 64, 37]) {
+      const x = randn(2, n, 16);
+      expectTreeClose(fast(x), fn(x));
     }
     expect(fast.stats.specializations).toEqual([]);
     expect(fast.stats.compiles).toBe(1);
