@@ -25,7 +25,13 @@ import {
   shapeToString,
 } from "../ir/shape.ts";
 import type { Executable } from "../runtime/backend.ts";
-import { type Extent, setExtents } from "../ir/extents.ts";
+import {
+  type Extent,
+  extentsOf,
+  reduceExtentsOf,
+  setExtents,
+  setReduceExtents,
+} from "../ir/extents.ts";
 import type { Pass } from "./pass.ts";
 import { RULES } from "./dynamic_rules.ts";
 import {
@@ -34,6 +40,7 @@ import {
   DynamicPadderError,
   Emitter,
   normalizeSizes,
+  type DimSize,
   type Padded,
   type Sizes,
   type PadCtx,
@@ -255,12 +262,34 @@ class Context implements PadCtx {
     if (known !== null && sizesKey(known) !== sizesKey(sizes)) this.hinted.set(v, null);
   }
 
+  /** Reduces and dots of the ENTRY whose operands are neutral past the real sizes. */
+  readonly reduced = new Map<Instruction, readonly { dim: number; size: DimSize }[]>();
+
+  noteReduced(r: Instruction, dims: readonly { dim: number; size: DimSize }[]): void {
+    if (r.parent === this.em.b.computation && dims.some((d) => d.size !== null)) {
+      this.reduced.set(r, dims);
+    }
+  }
+
   /** Writes the extent hints of the ENTRY values, now that the size parameters exist. */
   writeHints(sizeParams: readonly Instruction[]): void {
     const params = new Map(sizeParams.map((p) => [p, p.attrs.parameterNumber!]));
+    const foreign = (i: Instruction) =>
+      i.attrs.backendConfig !== undefined &&
+      extentsOf(i) === undefined &&
+      reduceExtentsOf(i) === undefined;
+    for (const [r, dims] of this.reduced) {
+      if (foreign(r)) continue;
+      const extents: Extent[] = [];
+      for (const { dim, size } of dims) {
+        const f = size === null ? undefined : affineSize(size, params);
+        if (f) extents.push({ dim, ...f });
+      }
+      if (extents.length > 0) setReduceExtents(r, extents);
+    }
     for (const [v, sizes] of this.hinted) {
       if (sizes === null || sizes.kind !== "array" || v.shape.kind !== "array") continue;
-      if (v.attrs.backendConfig !== undefined) continue;
+      if (foreign(v)) continue;
       const extents: Extent[] = [];
       sizes.dims.forEach((d, dim) => {
         if (d === null) return;

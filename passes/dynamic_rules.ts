@@ -314,7 +314,12 @@ const dot: Rule = (ctx, instr, ops) => {
     });
   free(sl, [...dn.lhsBatch, ...dn.lhsContracting]);
   free(sr, [...dn.rhsBatch, ...dn.rhsContracting]);
-  return { value: ctx.copy(instr, [lhs, rhs]), sizes: arraySizes(dims) };
+  const value = ctx.copy(instr, [lhs, rhs]);
+  ctx.noteReduced(
+    value,
+    dn.lhsContracting.map((d, i) => ({ dim: d, size: sl[d] ?? sr[dn.rhsContracting[i]!]! })),
+  );
+  return { value, sizes: arraySizes(dims) };
 };
 
 const convolution: Rule = (ctx, instr, ops) => {
@@ -449,7 +454,13 @@ function maskedReduction(
   const identity = n === 1 ? reducerIdentity(reducer, types[0]!) : undefined;
   if (identity !== undefined) {
     const x = em.fill(inputs[0]!.value, m, em.scalar(types[0]!, identity));
-    return ctx.copy(instr, [x, inits[0]!]);
+    const r = ctx.copy(instr, [x, inits[0]!]);
+    // Only a reduce: a reduce-window's windows overlap the padding differently.
+    if (instr.opcode === "reduce") {
+      const s = dimsOf(inputs[0]!);
+      ctx.noteReduced(r, masked.map((d) => ({ dim: d, size: s[d]! })));
+    }
+    return r;
   }
   const lifted = maskedReducer(ctx, reducer, types);
   const r = b.op(

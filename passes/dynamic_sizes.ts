@@ -324,4 +324,9 @@ export interface PadCtx {
   ): Computation;
   /** Copies `instr` onto new operands with a static result shape (attributes deep-copied). */
   copy(instr: Instruction, operands: readonly Instruction[]): Instruction;
+  /**
+   * Records that the reduce or dot `r` (just made) only needs its operand's first `size`
+   * elements along each listed dim: past them they are neutral (a reduction hint).
+   */
+  noteReduced(r: Instruction, dims: readonly { dim: number; size: DimSize }[]): void;
 }

@@ -9,7 +9,7 @@
 // typed arrays (Literal storage, never mutated once made) and JS arrays for tuples.
 
 import { roundToBF16, roundToF16 } from "../../ir/literal.ts";
-import { extentsOf } from "../../ir/extents.ts";
+import { type Extent, extentsOf, reduceExtentsOf } from "../../ir/extents.ts";
 import { OPCODE_INFO } from "../../ir/opcodes.ts";
 import type { Computation, Instruction, Module } from "../../ir/module.ts";
 import { type ArrayShape, type ElementType, type Shape, shapeToString } from "../../ir/shape.ts";
@@ -153,12 +153,40 @@ export class ModuleGen implements KernelCtx {
 
   /** Limits from the instruction's own extent hint (ENTRY only). */
   private hintLimits(instr: Instruction): (string | undefined)[] | undefined {
-    const entry = this.module.entry;
-    if (instr.parent !== entry || instr.shape.kind !== "array") return undefined;
-    const hint = extentsOf(instr);
+    if (instr.parent !== this.module.entry || instr.shape.kind !== "array") return undefined;
+    return this.exprs(extentsOf(instr), instr.shape.dims);
+  }
+
+  /**
+   * Per dim of the operand of a reduce (or of a dot's lhs), how far the reduction must run
+   * (its reduction hint), when `at` — the reduce, or the fusion holding it — is in the ENTRY.
+   */
+  reduceLimits(r: Instruction, at: Instruction): (string | undefined)[] | undefined {
+    if (at.parent !== this.module.entry) return undefined;
+    const operand = r.operand(0);
+    if (operand.shape.kind !== "array") return undefined;
+    return this.exprs(reduceExtentsOf(r), operand.shape.dims);
+  }
+
+  /** The reduction limits every reduce of a fused computation shares, if they all agree. */
+  private fusedReduceLimits(
+    comp: Computation,
+    at: Instruction,
+  ): (string | undefined)[] | undefined {
+    const rs = comp.instructions.filter((i) => i.opcode === "reduce");
+    if (rs.length === 0) return undefined;
+    const all = rs.map((r) => this.reduceLimits(r, at));
+    const key = JSON.stringify(all[0] ?? null);
+    return all.every((l) => JSON.stringify(l ?? null) === key) ? all[0] : undefined;
+  }
+
+  /** JS expressions `min(bound, max(0, a * size + c))` for hints over dims of `dims`. */
+  private exprs(
+    hint: readonly Extent[] | undefined,
+    dims: readonly number[],
+  ): (string | undefined)[] | undefined {
     if (!hint) return undefined;
-    const dims = instr.shape.dims;
-    const params = entry.parameters;
+    const params = this.module.entry.parameters;
     const out: (string | undefined)[] = dims.map(() => undefined);
     for (const e of hint) {
       const p = params[e.param];
@@ -283,6 +311,7 @@ export class ModuleGen implements KernelCtx {
           root: instr,
           leaves,
           limits: this.limits(instr),
+          reduceLimits: this.reduceLimits(instr, instr),
         });
         const args = [...leaves.map((l) => vals.get(l)!), ...outs.limitArgs];
         this.callMulti(instr, name, outs.shapes, args, v, lines);
@@ -448,6 +477,7 @@ export class ModuleGen implements KernelCtx {
       root: comp.root,
       leaves: comp.parameters,
       limits: this.limits(instr),
+      reduceLimits: this.fusedReduceLimits(comp, instr),
     });
     this.callMulti(instr, name, outs.shapes, [...ops, ...outs.limitArgs], v, lines);
   }
@@ -558,7 +588,8 @@ export class ModuleGen implements KernelCtx {
       restrictD &&= k.identityOnly && sameDims(rShape.dims, dShape.dims);
     }
     const lim = restrictD && limits ? dotLimits(D, limits) : undefined;
-    lines.push(this.contractionCall(D, t, A, B, target, epi, lim));
+    const k = D.opcode === "dot" ? contractLimit(D, this.reduceLimits(D, instr)) : undefined;
+    lines.push(this.contractionCall(D, t, A, B, target, epi, lim, k));
     if (after) lines.push(after);
   }
 
@@ -570,6 +601,7 @@ export class ModuleGen implements KernelCtx {
     out: string,
     epi: string,
     lim?: { m: string; n: string },
+    kLim?: string,
   ): string {
     const A = a.code;
     const B = b.code;
@@ -586,7 +618,9 @@ export class ModuleGen implements KernelCtx {
       const plan = this.ext.ref(p, `dot plan of %${D.name}`);
       if (isFloatT(t)) {
         const f = this.ext.ref(dotFloat, "dotFloat");
-        const tail = lim ? `, ${lim.m}, ${lim.n}` : "";
+        // `undefined` takes dotFloat's default (the whole M or N).
+        const mn = lim ?? (kLim !== undefined ? { m: "undefined", n: "undefined" } : undefined);
+        const tail = mn ? `, ${mn.m}, ${mn.n}${kLim !== undefined ? `, ${kLim}` : ""}` : "";
         return `${f}(${A}, ${B}, ${out}, ${plan}, ${round}, ${epi}${tail});`;
       }
       return `${this.ext.ref(dotInt, "dotInt")}("${t}", ${A}, ${B}, ${out}, ${plan});`;
@@ -778,6 +812,26 @@ function pointwiseReach(
     }
   }
   return { root: toRoot, reduce };
+}
+
+/**
+ * dotFloat's kLim from a dot's reduction hint over its lhs operand's dims: contracting positions
+ * are row-major in lhsContracting order, so a prefix when the one hinted contracting dim has only
+ * unit dims before it.
+ */
+function contractLimit(
+  D: Instruction,
+  limits: readonly (string | undefined)[] | undefined,
+): string | undefined {
+  if (!limits) return undefined;
+  const lhs = arrayOf(D.operand(0)).dims;
+  const cs = D.attrs.dot!.lhsContracting;
+  const hinted = cs.map((d, j) => [d, j] as const).filter(([d]) => limits[d] !== undefined);
+  if (hinted.length !== 1) return undefined;
+  const [d, j] = hinted[0]!;
+  if (cs.slice(0, j).some((e) => lhs[e] !== 1)) return undefined;
+  const after = cs.slice(j + 1).reduce((a, e) => a * lhs[e]!, 1);
+  return after === 1 ? `(${limits[d]!})` : `(${limits[d]!}) * ${after}`;
 }
 
 /** Number of free (result) dims a dot operand contributes. */

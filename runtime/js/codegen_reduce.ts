@@ -103,6 +103,11 @@ export interface ReduceKernelSpec {
    * after the inputs. Reduced dims are always reduced whole.
    */
   limits?: readonly (string | undefined)[];
+  /**
+   * Per dim of the reduced operand, how far the reduction must run (a reduction hint: past it
+   * the operand is the reducer's identity); applied when every reduce of the kernel has it.
+   */
+  reduceLimits?: readonly (string | undefined)[];
 }
 
 /** Reduce instructions reachable from root without passing a leaf, in program order. */
@@ -186,7 +191,24 @@ export function genReduceKernel(
     limitArgs.push(lim);
     return `n${k}`;
   });
-  const boundNames = keptBounds.filter((b): b is string => b !== undefined);
+  // Reduced dims: the reduction stops at its hint; S-shaped outputs are written as far as
+  // their own extent hint asks.
+  const redBounds = Rd.map((d, j) => {
+    const lim = spec.reduceLimits?.[d];
+    if (lim === undefined) return undefined;
+    limitArgs.push(lim);
+    return `q${j}`;
+  });
+  const single = outputs.length === 1 ? outputs[0]! : undefined;
+  const epiBounds = Rd.map((d, j) => {
+    const lim = single && sameList(single.dims, S) ? spec.limits?.[d] : undefined;
+    if (lim === undefined) return undefined;
+    limitArgs.push(lim);
+    return `w${j}`;
+  });
+  const boundNames = [...keptBounds, ...redBounds, ...epiBounds].filter(
+    (b): b is string => b !== undefined,
+  );
   const fn = new FnBuilder(
     `function ${spec.name}(${[...outNames, ...inNames, ...boundNames].join(", ")}) {`,
   );
@@ -203,7 +225,13 @@ export function genReduceKernel(
     inlinable(first.called[0]!);
   // A column reduce walks the input in order; it computes every row (limits are hints).
   if (column) columnReduce(ctx, fn, gen, first, S, kept, keptDims);
-  else rowReduce(ctx, fn, gen, leaves, reduces, outputs, S, Rd, kept, keptDims, keptBounds);
+  else {
+    rowReduce(ctx, fn, gen, leaves, reduces, outputs, S, Rd, kept, keptDims, {
+      kept: keptBounds,
+      reduced: redBounds,
+      epilogue: epiBounds,
+    });
+  }
   ctx.addFunction(`// ${commentText(spec.comment)}\n${fn.render()}`);
   return { shapes: outputs.map((o) => o.shape), limitArgs: column ? [] : limitArgs };
 }
@@ -241,9 +269,13 @@ function rowReduce(
   Rd: readonly number[],
   kept: readonly number[],
   keptDims: readonly number[],
-  keptBounds: readonly (string | undefined)[],
+  bounds: {
+    kept: readonly (string | undefined)[];
+    reduced: readonly (string | undefined)[];
+    epilogue: readonly (string | undefined)[];
+  },
 ): void {
-  const K = nestLoops(fn, fn.root, keptDims, "k", keptBounds);
+  const K = nestLoops(fn, fn.root, keptDims, "k", bounds.kept);
   const keptIdx = K.vars.map((v) => affSym(v));
   const redDims = Rd.map((d) => S[d]!);
   for (const r of reduces) {
@@ -254,7 +286,7 @@ function rowReduce(
       K.block.push(`let ${a} = ${init.code};`);
       return a;
     });
-    const L = nestLoops(fn, K.block, redDims, "r");
+    const L = nestLoops(fn, K.block, redDims, "r", bounds.reduced);
     const idx = rowIndex(S.length, kept, keptIdx, L.vars.map((v) => affSym(v)));
     const xs = r.operands.slice(0, n).map((i) => gen.value(i, idx, L.block, false));
     const accIn = accs.map((a): Val => ({ code: a, block: L.block, atom: true }));
@@ -279,7 +311,7 @@ function rowReduce(
     ([o]) => Rd.length > 0 && sameList(o.dims, S),
   );
   if (rowOuts.length > 0) {
-    const E = nestLoops(fn, K.block, redDims, "j");
+    const E = nestLoops(fn, K.block, redDims, "j", bounds.epilogue);
     const idx = rowIndex(S.length, kept, keptIdx, E.vars.map((v) => affSym(v)));
     const lin = affVal(fn, linearOf(idx, S), E.block);
     for (const [o, i] of rowOuts) {

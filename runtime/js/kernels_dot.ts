@@ -102,7 +102,7 @@ export type Epilogue = (lo: number, hi: number) => void;
  * out[b, m, n] = round(sum_k A[b, m, k] * B[b, k, n]) for float element types, accumulating in
  * double in k order. `epi(lo, hi)` is called with each finished range of rows b * M + m.
  * Only rows m < mLim and columns n < nLim are computed (an extent hint: the rest of `out` is
- * never read); the layout stays M x N.
+ * never read), over contracting positions k < kLim; the layout stays M x N (x K).
  */
 export function dotFloat(
   A: Float32Array,
@@ -113,10 +113,14 @@ export function dotFloat(
   epi: Epilogue | null,
   mLim = p.M,
   nLim = p.N,
+  kLim = p.K,
 ): void {
   const { nb, M, N, K, aB, aM, aK, bB, bK, bN } = p;
   const Mc = mLim < M ? mLim : M;
   const Nc = nLim < N ? nLim : N;
+  // Contracting positions past kLim are zero on both sides (a reduction hint): skipping them
+  // leaves each sum exactly as the unpadded one.
+  const Kc = kLim < K ? (kLim > 0 ? kLim : 0) : K;
   if (nb * Mc * Nc === 0) return;
   const nP = (Nc + 3) >> 2;
   if (!p.bp || p.bp.length < nP * K * 4) p.bp = new Float64Array(nP * K * 4);
@@ -133,9 +137,9 @@ export function dotFloat(
         const n = jp * 4 + c;
         if (n < Nc) {
           const bn = bb + bN[n]!;
-          for (let k = 0; k < K; k++) Bp[base + k * 4 + c] = B[bn + bK[k]!]!;
+          for (let k = 0; k < Kc; k++) Bp[base + k * 4 + c] = B[bn + bK[k]!]!;
         } else {
-          for (let k = 0; k < K; k++) Bp[base + k * 4 + c] = 0;
+          for (let k = 0; k < Kc; k++) Bp[base + k * 4 + c] = 0;
         }
       }
     }
@@ -144,9 +148,9 @@ export function dotFloat(
       for (let r = 0; r < 4; r++) {
         if (r < mr) {
           const am = ab + aM[ip + r]!;
-          for (let k = 0; k < K; k++) Ap[k * 4 + r] = A[am + aK[k]!]!;
+          for (let k = 0; k < Kc; k++) Ap[k * 4 + r] = A[am + aK[k]!]!;
         } else {
-          for (let k = 0; k < K; k++) Ap[k * 4 + r] = 0;
+          for (let k = 0; k < Kc; k++) Ap[k * 4 + r] = 0;
         }
       }
       const row0 = (b * M + ip) * N;
@@ -156,7 +160,7 @@ export function dotFloat(
         let c20 = 0, c21 = 0, c22 = 0, c23 = 0;
         let c30 = 0, c31 = 0, c32 = 0, c33 = 0;
         let pb = jp * K * 4;
-        for (let pa = 0, end = K * 4; pa < end; pa += 4, pb += 4) {
+        for (let pa = 0, end = Kc * 4; pa < end; pa += 4, pb += 4) {
           const a0 = Ap[pa]!;
           const a1 = Ap[pa + 1]!;
           const a2 = Ap[pa + 2]!;

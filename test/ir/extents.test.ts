@@ -4,7 +4,12 @@
 // never make a hinted value feed a user that reads its padding.
 
 import { describe, expect, it } from "vitest";
-import { extentsOf, setExtents } from "../../ir/extents.ts";
+import {
+  extentsOf,
+  reduceExtentsOf,
+  setExtents,
+  setReduceExtents,
+} from "../../ir/extents.ts";
 import { fingerprint } from "../../ir/fingerprint.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { parseHlo } from "../../ir/parse.ts";
@@ -97,5 +102,33 @@ describe("extent hints", () => {
     const e1 = find(m, "e1");
     e1.attrs.backendConfig = "opaque";
     expect(() => setExtents(e1, [{ dim: 0, param: 1, a: 1, c: 0 }])).toThrow(/another backend_config/);
+  });
+
+  it("a reduction hint sits beside the extent hint and is never handed to a replacement", () => {
+    const m = parseHlo(TEXT);
+    const r = find(m, "r");
+    setReduceExtents(r, [{ dim: 0, param: 1, a: 1, c: 0 }]);
+    setExtents(r, [{ dim: 0, param: 1, a: 1, c: 0 }]);
+    const back = parseHlo(printHlo(m));
+    expect(reduceExtentsOf(find(back, "r"))).toEqual([{ dim: 0, param: 1, a: 1, c: 0 }]);
+    expect(extentsOf(find(back, "r"))).toEqual([{ dim: 0, param: 1, a: 1, c: 0 }]);
+    // A fresh replacement (which may reduce other dims) gets the extent hint only.
+    const fresh = m.entry.addInstruction({
+      opcode: "reduce",
+      shape: r.shape,
+      operands: [find(m, "e2"), find(m, "z")],
+      attrs: { dimensions: [0] },
+      called: r.called,
+    });
+    r.replaceAllUsesWith(fresh);
+    expect(extentsOf(fresh)).toEqual([{ dim: 0, param: 1, a: 1, c: 0 }]);
+    expect(reduceExtentsOf(fresh)).toBeUndefined();
+    // Dropping an extent hint keeps the reduction hint (a fact about the operand's values).
+    const other = m.entry.addInstruction({ opcode: "exponential", shape: r.shape, operands: [r] });
+    m.entry.addInstruction({ opcode: "exponential", shape: r.shape, operands: [other] });
+    setExtents(r, [{ dim: 0, param: 1, a: 1, c: 0 }]);
+    other.replaceAllUsesWith(r);
+    expect(extentsOf(r)).toBeUndefined();
+    expect(reduceExtentsOf(r)).toEqual([{ dim: 0, param: 1, a: 1, c: 0 }]);
   });
 });
