@@ -1,8 +1,12 @@
 // The peer benchmarks' harness, free of any peer package so tests can import it: deterministic
 // inputs, the cross-check that every runtime computed the same thing before any of them is
 // timed, the timing loop (warm-up, then runs until a time budget; median and spread), and the
-// tables and the Markdown report. Figures are only comparable when the work is the same, which
-// is why a runtime whose result disagrees with the reference is reported, never timed.
+// tables and the Markdown report, and what the parent and its child processes exchange (the
+// hash that proves every process built the same inputs, rows as JSON). Figures are only
+// comparable when the work is the same, which is why a runtime whose result disagrees with the
+// reference is reported, never timed.
+
+import { createHash } from "node:crypto";
 
 /** Deterministic values in [-1, 1) (an LCG), so every runtime is fed the same bits. */
 export function uniform(n: number, seed: number): Float32Array {
@@ -13,6 +17,26 @@ export function uniform(n: number, seed: number): Float32Array {
     out[i] = s / 2 ** 31 - 1;
   }
   return out;
+}
+
+/** One array that goes into an inputs hash: a label (name, type, shape) and its bytes. */
+export interface HashedArray {
+  label: string;
+  data: ArrayBufferView;
+}
+
+/**
+ * SHA-256 (hex) of arrays in order, labels included, so two processes that built the same
+ * inputs from the same seeds get the same hash and any difference in a bit, a shape or the
+ * order shows up.
+ */
+export function hashArrays(arrays: readonly HashedArray[]): string {
+  const h = createHash("sha256");
+  for (const a of arrays) {
+    h.update(`${a.label}\n${a.data.byteLength}\n`);
+    h.update(new Uint8Array(a.data.buffer, a.data.byteOffset, a.data.byteLength));
+  }
+  return h.digest("hex");
 }
 
 /** Relative and absolute tolerance of a cross-check: |got - ref| <= atol + rtol * max|ref|. */
@@ -121,6 +145,19 @@ export async function measure(fn: () => unknown, o: TimingOptions): Promise<Timi
     times.push(performance.now() - s);
   }
   return summarize(times);
+}
+
+/**
+ * A row as JSON carries it: a child process prints rows and the parent reads them back, and
+ * JSON has no Infinity or NaN (a length or NaN mismatch has one), so such a difference is left
+ * out (the note says why the row failed).
+ */
+export function jsonRow(r: Row): Row {
+  const out: Row = { runtime: r.runtime };
+  if (r.timing !== undefined) out.timing = r.timing;
+  if (r.maxAbsDiff !== undefined && Number.isFinite(r.maxAbsDiff)) out.maxAbsDiff = r.maxAbsDiff;
+  if (r.note !== undefined) out.note = r.note;
+  return out;
 }
 
 /** One runtime's row in a workload's table. */

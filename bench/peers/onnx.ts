@@ -1,6 +1,7 @@
 // A minimal ONNX model writer for the peer benchmarks: just enough of onnx.proto (ModelProto,
 // GraphProto, NodeProto, AttributeProto, ValueInfoProto, TensorProto; the field numbers are
-// ONNX's own) to express the benchmark graphs as float32 programs for onnxruntime-node. Writing
+// ONNX's own) to express the benchmark graphs as float32 programs for onnxruntime-node (with
+// int32, int64 and bool values where a translated Kiln graph carries them). Writing
 // the bytes here, from the same shapes the other runtimes use, means no model file has to be
 // produced elsewhere or downloaded: ORT gets the model as a buffer. Weights are graph inputs,
 // not initializers, so every runtime is fed the very same arrays.
@@ -17,29 +18,50 @@ export interface OnnxNode {
   floatAttrs?: string[];
 }
 
+/** Element types of graph inputs and outputs (absent: float32). */
+export type OnnxType = "float32" | "int32" | "int64" | "bool";
+
 export interface OnnxGraph {
   name: string;
-  /** float32 graph inputs, fed at run time. */
-  inputs: { name: string; shape: number[] }[];
-  /** float32 graph outputs. */
-  outputs: { name: string; shape: number[] }[];
-  /** float32 constants, or int64 ones (shapes for Reshape, indices for Gather); scalars: []. */
-  constants?: { name: string; shape: number[]; values: Float32Array | BigInt64Array }[];
+  /** Graph inputs, fed at run time (float32 unless `type` says otherwise). */
+  inputs: { name: string; shape: number[]; type?: OnnxType }[];
+  /** Graph outputs (float32 unless `type` says otherwise). */
+  outputs: { name: string; shape: number[]; type?: OnnxType }[];
+  /**
+   * Constants (initializers); scalars have shape []. The element type follows the array:
+   * float32, int64 (shapes for Reshape, indices for Gather), int32, or bool (a Uint8Array of
+   * 0/1).
+   */
+  constants?: {
+    name: string;
+    shape: number[];
+    values: Float32Array | BigInt64Array | Int32Array | Uint8Array;
+  }[];
   nodes: OnnxNode[];
 }
 
 const FLOAT = 1; // TensorProto.DataType.FLOAT
+const INT32 = 6; // TensorProto.DataType.INT32
 const INT64 = 7; // TensorProto.DataType.INT64
+const BOOL = 9; // TensorProto.DataType.BOOL
+/** TensorProto.DataType of each OnnxType (the `to` of a Cast node, too). */
+export const ONNX_DATA_TYPE = { float32: FLOAT, int32: INT32, int64: INT64, bool: BOOL } as const;
 const ATTR_FLOAT = 1;
 const ATTR_INT = 2;
 const ATTR_INTS = 7;
 
-function valueInfo(w: BinaryWriter, field: number, name: string, shape: number[]): void {
+function valueInfo(
+  w: BinaryWriter,
+  field: number,
+  name: string,
+  shape: number[],
+  type: OnnxType = "float32",
+): void {
   w.tag(field, WireType.LengthDelimited).fork();
   w.tag(1, WireType.LengthDelimited).string(name);
   w.tag(2, WireType.LengthDelimited).fork(); // TypeProto
   w.tag(1, WireType.LengthDelimited).fork(); // TypeProto.Tensor
-  w.tag(1, WireType.Varint).int32(FLOAT);
+  w.tag(1, WireType.Varint).int32(ONNX_DATA_TYPE[type]);
   w.tag(2, WireType.LengthDelimited).fork(); // TensorShapeProto
   for (const d of shape) {
     w.tag(1, WireType.LengthDelimited).fork().tag(1, WireType.Varint).int64(d).join();
@@ -101,14 +123,23 @@ export function onnxModel(g: OnnxGraph): Uint8Array {
     }
     w.tag(5, WireType.LengthDelimited).fork();
     for (const d of c.shape) w.tag(1, WireType.Varint).int64(d);
-    w.tag(2, WireType.Varint).int32(c.values instanceof BigInt64Array ? INT64 : FLOAT);
+    const v = c.values;
+    const dataType =
+      v instanceof BigInt64Array
+        ? INT64
+        : v instanceof Int32Array
+          ? INT32
+          : v instanceof Uint8Array
+            ? BOOL
+            : FLOAT;
+    w.tag(2, WireType.Varint).int32(dataType);
     w.tag(8, WireType.LengthDelimited).string(c.name);
     const raw = new Uint8Array(c.values.buffer, c.values.byteOffset, c.values.byteLength);
     w.tag(9, WireType.LengthDelimited).bytes(raw);
     w.join();
   }
-  for (const x of g.inputs) valueInfo(w, 11, x.name, x.shape);
-  for (const y of g.outputs) valueInfo(w, 12, y.name, y.shape);
+  for (const x of g.inputs) valueInfo(w, 11, x.name, x.shape, x.type);
+  for (const y of g.outputs) valueInfo(w, 12, y.name, y.shape, y.type);
   w.join();
   w.tag(8, WireType.LengthDelimited).fork(); // opset_import
   w.tag(1, WireType.LengthDelimited).string("");

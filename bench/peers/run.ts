@@ -1,35 +1,40 @@
 // Side-by-side benchmarks: Kiln (eager, lazy, compiled per backend) against the runtimes a
 // TypeScript user would pick instead — TensorFlow.js (cpu and wasm backends), onnxruntime-node
 // (one thread and all threads), jax-js (jit on its wasm backend) — and a hand-written plain-JS
-// loop, on the same float32 inputs. Every runtime's result is cross-checked against the
-// reference (the plain-JS loop in f64; Kiln's reference evaluator for the transformer block)
-// before anything is timed; a runtime that disagrees is reported with its difference and not
-// timed. Prints one table per workload and writes bench/results/latest.json and latest.md with
-// the machine and versions.
-// Peers come from bench/peers/node_modules (`npm --prefix bench/peers ci`); a missing peer is a
-// row that says so, never a download. Nothing here is used by tests except harness.ts.
+// loop, on the same inputs. Each runtime group runs in its own child process per workload, so
+// no runtime inherits another's heap, thread pool, JIT state or global backend; the parent
+// builds each workload's inputs and reference once, hands the reference (and, for the model
+// workloads, the captured HLO module and its parameters) to the children through a temporary
+// directory, checks that every child built the very same inputs (a hash), and merges the rows
+// into one table per workload, bench/results/latest.json and latest.md. Every runtime's result
+// is cross-checked against the reference before it is timed; one that disagrees is reported
+// with its difference and not timed. Peers come from bench/peers/node_modules
+// (`npm --prefix bench/peers ci`); a missing peer, or a child that crashes, is a row that says
+// so, never a download or a stopped run. Nothing here is used by tests except harness.ts.
 //
 //   npm run bench                  (installs the peers if needed, then this with --quick off)
 //   npx tsx bench/peers/run.ts [--quick] [--out DIR]
 //       [--only matmul,elementwise,mlp,block,gpt2,bert,resnet,generate,compile]
 //
-// The whole-model workloads (gpt2, bert, resnet, generate) and the compile-time tables
-// (compile) have Kiln rows only — eager, lazy, compiled on js — cross-checked against Kiln
-// eager. --quick runs them on small configs (same input shapes; see ZOO below), the full run on
-// the zoo's "full" configs (GPT-2 small, BERT-base, ResNet-18).
+// The model workloads (gpt2, bert, resnet, generate) run on the peers through the HLO module
+// Kiln captures for the model's forward (bench/peers/hlo_onnx.ts, hlo_tfjs.ts, hlo_jax.ts):
+// the same graph and the same weights on every runtime. --quick runs them on small configs
+// (same input shapes; see ZOO below), the full run on the zoo's "full" configs (GPT-2 small,
+// BERT-base, ResNet-18).
 
-import { execSync, spawnSync } from "node:child_process";
+import { execSync, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   add,
   clearLazyGraphs,
   compile,
   gelu,
   lazy,
+  manualSeed,
   matmul,
   mul,
   relu,
@@ -37,15 +42,22 @@ import {
   type Tensor,
   tensor,
 } from "../../index.ts";
+import type { EvalValue } from "../../ir/evaluate.ts";
+import { Literal, type LiteralData, storageCtor } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
-import { moduleToProto } from "../../ir/proto.ts";
+import { moduleFromProto, moduleToProto } from "../../ir/proto.ts";
+import type { ElementType } from "../../ir/shape.ts";
 import { bert, gpt2, resnet } from "../../models/index.ts";
 import { fullConfig as gpt2Full, GPT2Block } from "../../models/gpt2.ts";
+import type { Executable } from "../../runtime/backend.ts";
 import type { CacheResult } from "../../runtime/cache.ts";
 import { compileModule } from "../../runtime/compile.ts";
 import { backendNames, ProgramCache } from "../../runtime/index.ts";
 import {
   crossCheck,
+  hashArrays,
+  type HashedArray,
+  jsonRow,
   markdownTable,
   measure,
   rate,
@@ -61,6 +73,8 @@ import {
 import { float32, int64, type OnnxGraph, type OnnxNode, onnxModel } from "./onnx.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(here, "..", "..");
+const SELF = fileURLToPath(import.meta.url);
 const argv = process.argv.slice(2);
 const QUICK = argv.includes("--quick");
 const flag = (name: string): string | undefined => {
@@ -69,10 +83,22 @@ const flag = (name: string): string | undefined => {
 };
 const ONLY = flag("only")?.split(",");
 const OUT = resolve(flag("out") ?? join(here, "..", "results"));
+/** Set in a child process: the runtime group it runs, the workload, the exchange directory. */
+const CHILD = flag("child");
 const TIMING: TimingOptions = QUICK
   ? { warmup: 1, budgetMs: 400, minRuns: 3, maxRuns: 30 }
   : { warmup: 3, budgetMs: 2500, minRuns: 7, maxRuns: 200 };
 const BASELINE = "Kiln compiled (js)";
+/**
+ * A model workload's row whose cross-check run took longer than this is timed with one more
+ * run only (tfjs's cpu backend needs tens of seconds per full-size model forward), or by the
+ * cross-check run itself when its preparation already ran the work once; the note says which.
+ */
+const SLOW_RUN_MS = QUICK ? 3000 : 10_000;
+/** The longest a child may take before it is stopped and its rows say so. */
+const CHILD_TIMEOUT_MS = (QUICK ? 3 : 20) * 60_000;
+/** What a child prints before its JSON on stdout, so other output cannot be mistaken for it. */
+const RESULT_MARK = "KILN_BENCH_CHILD_RESULT ";
 
 // ---- the peers, loaded from bench/peers/node_modules; each typed by the little we use -------
 
@@ -107,12 +133,13 @@ interface Tf {
 interface OrtTensor {
   data: unknown;
 }
+type OrtType = "float32" | "int32" | "int64" | "uint8" | "bool";
 interface OrtSession {
   run(feeds: Record<string, OrtTensor>): Promise<Record<string, OrtTensor>>;
   release(): Promise<void>;
 }
 interface Ort {
-  Tensor: new (type: "float32", data: Float32Array, dims: number[]) => OrtTensor;
+  Tensor: new (type: OrtType, data: LiteralData, dims: number[]) => OrtTensor;
   InferenceSession: {
     create(model: Uint8Array, options: Record<string, unknown>): Promise<OrtSession>;
   };
@@ -150,14 +177,14 @@ interface Jax {
   };
 }
 
-interface Peers {
-  tf?: Tf;
-  tfBackends: string[];
-  ort?: Ort;
-  jax?: Jax;
-  versions: Record<string, string>;
-  missing: Record<string, string>;
-}
+const PEER_PACKAGES = [
+  "@tensorflow/tfjs-core",
+  "@tensorflow/tfjs-backend-cpu",
+  "@tensorflow/tfjs-backend-wasm",
+  "onnxruntime-node",
+  "@jax-js/jax",
+] as const;
+const NOT_INSTALLED = "not installed (npm --prefix bench/peers ci)";
 
 const peerRequire = createRequire(join(here, "package.json"));
 
@@ -183,61 +210,105 @@ function peerVersion(pkg: string): string {
   }
 }
 
-async function importPeer(pkg: string): Promise<unknown> {
-  // Resolved from bench/peers, so the root install never needs the peers.
-  return import(peerRequire.resolve(pkg));
+/** Installed peer versions, and the peers that are not installed (resolved, not loaded). */
+function peerVersions(): { versions: Record<string, string>; missing: Record<string, string> } {
+  const versions: Record<string, string> = {};
+  const missing: Record<string, string> = {};
+  for (const pkg of PEER_PACKAGES) {
+    try {
+      versions[pkg] = peerVersion(pkg);
+    } catch {
+      missing[pkg] = NOT_INSTALLED;
+    }
+  }
+  return { versions, missing };
 }
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message.split("\n")[0]! : String(e);
 }
 
-async function loadPeers(): Promise<Peers> {
-  const peers: Peers = { tfBackends: [], versions: {}, missing: {} };
-  const hint = "not installed (npm --prefix bench/peers ci)";
+/** A row that could not run for a reason outside the runtime (not installed, over a cap). */
+class Skip extends Error {}
+/** A translator (bench/peers/hlo_*.ts) could not express the module for this peer. */
+class NotTranslatable extends Error {}
+
+async function importPeer(pkg: string): Promise<unknown> {
+  // Resolved from bench/peers, so the root install never needs the peers.
+  let path: string;
   try {
-    const tf = (await importPeer("@tensorflow/tfjs-core")) as Tf;
-    await importPeer("@tensorflow/tfjs-backend-cpu");
-    peers.tf = tf;
-    peers.tfBackends.push("cpu");
-    peers.versions["@tensorflow/tfjs-core"] = peerVersion("@tensorflow/tfjs-core");
-    peers.versions["@tensorflow/tfjs-backend-cpu"] = peerVersion("@tensorflow/tfjs-backend-cpu");
-    try {
-      const wasm = (await importPeer("@tensorflow/tfjs-backend-wasm")) as {
-        setWasmPaths(prefix: string): void;
-      };
-      // The .wasm files ship in the package; load them from node_modules, never a CDN.
-      const dist = join(dirname(peerRequire.resolve("@tensorflow/tfjs-backend-wasm")), "/");
-      wasm.setWasmPaths(dist);
-      peers.tfBackends.push("wasm");
-      peers.versions["@tensorflow/tfjs-backend-wasm"] = peerVersion(
-        "@tensorflow/tfjs-backend-wasm",
-      );
-    } catch (e) {
-      peers.missing["tfjs wasm"] = message(e);
-    }
+    path = peerRequire.resolve(pkg);
   } catch {
-    peers.missing["tfjs"] = hint;
+    throw new Skip(`${pkg} ${NOT_INSTALLED}`);
   }
-  try {
-    peers.ort = (await importPeer("onnxruntime-node")) as Ort;
-    peers.versions["onnxruntime-node"] = peerVersion("onnxruntime-node");
-  } catch (e) {
-    peers.missing["onnxruntime-node"] = /Cannot find/.test(message(e)) ? hint : message(e);
+  return import(pathToFileURL(path).href);
+}
+
+async function loadTf(backend: "cpu" | "wasm"): Promise<Tf> {
+  const tf = (await importPeer("@tensorflow/tfjs-core")) as Tf;
+  if (backend === "cpu") {
+    await importPeer("@tensorflow/tfjs-backend-cpu");
+  } else {
+    const wasm = (await importPeer("@tensorflow/tfjs-backend-wasm")) as {
+      setWasmPaths(prefix: string): void;
+    };
+    // The .wasm files ship in the package; load them from node_modules, never a CDN.
+    wasm.setWasmPaths(join(dirname(peerRequire.resolve("@tensorflow/tfjs-backend-wasm")), "/"));
   }
-  try {
-    const jax = (await importPeer("@jax-js/jax")) as Jax;
-    // Only the wasm device: jax-js's "cpu" device is its reference interpreter (minutes for
-    // a 512 matmul), and asking init() for every device probes WebGPU, absent in Node.
-    const got = await jax.init("wasm");
-    if (!got.includes("wasm")) throw new Error("jax-js: the wasm device did not initialize");
-    jax.defaultDevice("wasm");
-    peers.jax = jax;
-    peers.versions["@jax-js/jax"] = peerVersion("@jax-js/jax");
-  } catch (e) {
-    peers.missing["jax-js"] = /Cannot find/.test(message(e)) ? hint : message(e);
+  if (!(await tf.setBackend(backend))) throw new Skip(`tfjs backend ${backend} failed to start`);
+  await tf.ready();
+  return tf;
+}
+
+async function loadOrt(): Promise<Ort> {
+  return (await importPeer("onnxruntime-node")) as Ort;
+}
+
+async function loadJax(): Promise<Jax> {
+  const jax = (await importPeer("@jax-js/jax")) as Jax;
+  // Only the wasm device: jax-js's "cpu" device is its reference interpreter (minutes for a
+  // 512 matmul), and asking init() for every device probes WebGPU, absent in Node.
+  const got = await jax.init("wasm");
+  if (!got.includes("wasm")) throw new Error("jax-js: the wasm device did not initialize");
+  jax.defaultDevice("wasm");
+  return jax;
+}
+
+// ---- runtime groups: one child process each, per workload ------------------------------------
+
+const THREADS = cpus().length;
+const GROUPS = ["kiln", "tfjs-cpu", "tfjs-wasm", "ort-1", "ort-all", "jax"] as const;
+type Group = (typeof GROUPS)[number];
+
+/** The row a group's runtime gets (for Kiln, the name of a crash row: it has several). */
+function groupRuntime(g: Group): string {
+  switch (g) {
+    case "kiln":
+      return "Kiln (every Kiln row, plain JS)";
+    case "tfjs-cpu":
+      return "tfjs cpu";
+    case "tfjs-wasm":
+      return "tfjs wasm";
+    case "ort-1":
+      return "onnxruntime-node (1 thread)";
+    case "ort-all":
+      return `onnxruntime-node (${THREADS} threads)`;
+    case "jax":
+      return "jax-js jit (wasm)";
+    default: {
+      const never: never = g;
+      throw new Error(`unknown group ${String(never)}`);
+    }
   }
-  return peers;
+}
+
+/** The groups a run uses: all threads only where that differs from one thread. */
+function activeGroups(): Group[] {
+  return GROUPS.filter((g) => g !== "ort-all" || THREADS > 1);
+}
+
+function ortThreads(g: Group): number {
+  return g === "ort-all" ? THREADS : 1;
 }
 
 // ---- workloads ------------------------------------------------------------------------------
@@ -254,23 +325,232 @@ type Prepared = () => ArrayLike<number> | Promise<ArrayLike<number>>;
 interface Candidate {
   runtime: string;
   prepare: () => Promise<Prepared>;
+  /**
+   * prepare() already ran the work once (compiles and caches are warm), so the cross-check run
+   * is a fair timed run: a slow row is then timed by that run alone.
+   */
+  warm?: boolean;
+  /** Text put before the timing note (e.g. how this row does the work). */
+  note?: string;
 }
 
-class Skip extends Error {}
+/** What a child computes for its group: the inputs' hash and the candidates to run. */
+interface ChildPlan {
+  hash: string;
+  candidates: Candidate[];
+}
 
+/**
+ * A workload as both sides see it. The parent calls `prepare` (builds the inputs, computes the
+ * reference, writes what the children need into `dir`, returns the inputs' hash); a child calls
+ * `plan` for its group (builds or reads the same inputs, hashes them).
+ */
 interface Workload {
   name: string;
   unit?: "GFLOP/s" | "GB/s";
   work?: number;
-  inputs: Input[];
+  /** The row ratios are taken against (default BASELINE). */
+  baseline?: string;
   tol: Tolerance;
-  /** The reference output (computed once, untimed unless it is also a candidate). */
-  reference: () => Float32Array;
-  candidates: Candidate[];
-  /** Timing for this workload instead of the global one (whole models: few, long runs). */
   timing?: TimingOptions;
   /** Text for every timed row's note, from its timing (e.g. per-token latency). */
   noteFor?: (medianMs: number) => string;
+  prepare: (dir: string) => Promise<string>;
+  plan: (group: Group, dir: string) => Promise<ChildPlan>;
+}
+
+/** A workload under its id; `make` is called only in the process that needs it. */
+interface WorkloadEntry {
+  id: string;
+  /** The --only name. */
+  kind: string;
+  make: () => Workload;
+}
+
+// -- files the parent and the children exchange ------------------------------------------------
+
+const REF_FILE = "reference.f32";
+
+function writeF32(path: string, data: Float32Array): void {
+  writeFileSync(path, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+}
+
+function readF32(path: string): Float32Array {
+  const b = readFileSync(path);
+  const out = new Float32Array(b.byteLength / 4);
+  new Uint8Array(out.buffer).set(b);
+  return out;
+}
+
+function inputsHash(inputs: readonly Input[]): string {
+  return hashArrays(inputs.map((x) => ({ label: `${x.name} f32[${x.shape}]`, data: x.data })));
+}
+
+function literalsHash(params: readonly Literal[]): string {
+  const arrays: HashedArray[] = params.map((p, i) => ({
+    label: `param ${i} ${p.type}[${p.dims.join(",")}]`,
+    data: p.data,
+  }));
+  return hashArrays(arrays);
+}
+
+interface ParamMeta {
+  type: ElementType;
+  dims: number[];
+  offset: number;
+  bytes: number;
+}
+
+/** The captured module (proto), its parameters (raw bytes + a JSON index) and extra facts. */
+function writeGraph(dir: string, g: CapturedGraph, extra: Record<string, number>): void {
+  writeFileSync(join(dir, "module.pb"), moduleToProto(g.module));
+  const metas: ParamMeta[] = [];
+  let offset = 0;
+  for (const p of g.params) {
+    const bytes = p.data.byteLength;
+    metas.push({ type: p.type, dims: [...p.dims], offset, bytes });
+    offset += Math.ceil(bytes / 8) * 8; // 8-byte aligned, so s64 views line up
+  }
+  const all = new Uint8Array(offset);
+  g.params.forEach((p, i) => {
+    all.set(new Uint8Array(p.data.buffer, p.data.byteOffset, p.data.byteLength), metas[i]!.offset);
+  });
+  writeFileSync(join(dir, "params.bin"), all);
+  writeFileSync(join(dir, "graph.json"), JSON.stringify({ params: metas, extra }));
+}
+
+function readGraph(dir: string): CapturedGraph & { extra: Record<string, number> } {
+  const module = moduleFromProto(new Uint8Array(readFileSync(join(dir, "module.pb"))));
+  const index = JSON.parse(readFileSync(join(dir, "graph.json"), "utf8")) as {
+    params: ParamMeta[];
+    extra: Record<string, number>;
+  };
+  const all = readFileSync(join(dir, "params.bin"));
+  const params = index.params.map((m) => {
+    const Ctor = storageCtor(m.type);
+    const data = new Ctor(m.bytes / Ctor.BYTES_PER_ELEMENT);
+    new Uint8Array(data.buffer).set(all.subarray(m.offset, m.offset + m.bytes));
+    return new Literal(m.type, m.dims, data);
+  });
+  return { module, params, extra: index.extra };
+}
+
+// -- capturing a model's forward as lazy mode builds it ----------------------------------------
+
+interface CapturedGraph {
+  module: Module;
+  /** The entry parameters' values, in order (weights, ids, masks: whatever the graph reads). */
+  params: Literal[];
+}
+
+class Captured extends Error {
+  constructor(readonly graph: CapturedGraph) {
+    super("bench: graph captured");
+  }
+}
+
+/**
+ * Hands lazy mode an executable that records the module and the values it is run on, then
+ * stops: the unoptimized traced graph and its parameters, exactly what compileModule would get.
+ */
+class CapturingCache extends ProgramCache {
+  override getOrCompile(module: Module): CacheResult {
+    const executable: Executable = {
+      backend: "capture",
+      module,
+      run(inputs: readonly EvalValue[]): EvalValue {
+        const params = inputs.map((v, i) => {
+          if (!(v instanceof Literal)) throw new Error(`bench: parameter ${i} is a tuple`);
+          return v;
+        });
+        throw new Captured({ module, params });
+      },
+    };
+    return { executable, hit: "miss", key: "capture" };
+  }
+}
+
+/** A forward pass's whole graph as lazy mode builds it, with the values it runs on. */
+function capture(f: () => Tensor): CapturedGraph {
+  // A remembered graph structure would skip the cache; and the capturing executable must not
+  // stay remembered for the lazy rows that run later in this process.
+  clearLazyGraphs();
+  try {
+    const opts = { backend: "js", cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
+    lazy(f, opts).data();
+  } catch (e) {
+    const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
+    if (c instanceof Captured) return c.graph;
+    throw e;
+  } finally {
+    clearLazyGraphs();
+  }
+  throw new Error("bench: lazy mode compiled nothing");
+}
+
+// -- workloads over plain arrays: every process builds the inputs from the same seeds ----------
+
+/** One workload over Float32Array inputs, with a hand-written implementation per runtime. */
+interface ArraySpec {
+  name: string;
+  unit?: "GFLOP/s" | "GB/s";
+  work?: number;
+  tol: Tolerance;
+  inputs: () => Input[];
+  reference: (xs: Input[]) => Float32Array;
+  /** Kiln's rows and the plain-JS row. */
+  kiln: (xs: Input[]) => Candidate[];
+  tf: (tf: Tf, ...ts: TfTensor[]) => TfTensor;
+  onnx: (xs: Input[]) => OnnxGraph;
+  jax: (np: JaxNp, jax: Jax, ...xs: JaxArray[]) => JaxArray;
+  /** Inputs for tfjs and jax-js when they differ (the block's mask is an ONNX constant). */
+  extraInputs?: (xs: Input[]) => Input[];
+}
+
+function arrayWorkload(spec: () => ArraySpec): Workload {
+  let s: ArraySpec | undefined;
+  const get = () => (s ??= spec());
+  return {
+    get name() {
+      return get().name;
+    },
+    get unit() {
+      return get().unit;
+    },
+    get work() {
+      return get().work;
+    },
+    get tol() {
+      return get().tol;
+    },
+    prepare: async (dir) => {
+      const xs = get().inputs();
+      writeF32(join(dir, REF_FILE), get().reference(xs));
+      return inputsHash(xs);
+    },
+    plan: async (group) => {
+      const sp = get();
+      const xs = sp.inputs();
+      const hash = inputsHash(xs);
+      const more = sp.extraInputs ? sp.extraInputs(xs) : xs;
+      switch (group) {
+        case "kiln":
+          return { hash, candidates: sp.kiln(xs) };
+        case "tfjs-cpu":
+        case "tfjs-wasm":
+          return { hash, candidates: [tfCandidate(group, more, sp.tf)] };
+        case "ort-1":
+        case "ort-all":
+          return { hash, candidates: [ortCandidate(group, xs, sp.onnx(xs))] };
+        case "jax":
+          return { hash, candidates: [jaxCandidate(more, sp.jax)] };
+        default: {
+          const never: never = group;
+          throw new Error(`unknown group ${String(never)}`);
+        }
+      }
+    },
+  };
 }
 
 /** Kiln's three ways to run the same tensor function `f`, on Tensors made from the inputs. */
@@ -310,64 +590,60 @@ function kilnCandidates(
   return out;
 }
 
-function tfCandidates(
-  peers: Peers,
+function tfCandidate(
+  group: "tfjs-cpu" | "tfjs-wasm",
   inputs: Input[],
   f: (tf: Tf, ...xs: TfTensor[]) => TfTensor,
-): Candidate[] {
-  return ["cpu", "wasm"].map((backend) => ({
-    runtime: `tfjs ${backend}`,
+): Candidate {
+  const backend = group === "tfjs-cpu" ? "cpu" : "wasm";
+  return {
+    runtime: groupRuntime(group),
     prepare: async () => {
-      const tf = peers.tf;
-      if (!tf) throw new Skip(peers.missing["tfjs"] ?? "not loaded");
-      if (!peers.tfBackends.includes(backend)) throw new Skip(peers.missing[`tfjs ${backend}`]);
-      if (!(await tf.setBackend(backend))) throw new Skip(`backend ${backend} failed to start`);
-      await tf.ready();
+      const tf = await loadTf(backend);
       const xs = inputs.map((x) => tf.tensor(x.data, x.shape));
       return () => {
-        // tfjs's backend is a global; rows run one after another, so a change means a bug here.
-        if (tf.getBackend() !== backend) throw new Error(`tfjs backend is ${tf.getBackend()}`);
         const y = tf.tidy(() => f(tf, ...xs));
         const data = y.dataSync();
         y.dispose();
         return data;
       };
     },
-  }));
+  };
 }
 
-function ortCandidates(peers: Peers, inputs: Input[], graph: OnnxGraph): Candidate[] {
-  const threads = cpus().length;
-  const variants = threads > 1 ? [1, threads] : [1];
-  return variants.map((n) => ({
-    runtime: `onnxruntime-node (${n} thread${n > 1 ? "s" : ""})`,
+async function ortSession(ort: Ort, graph: OnnxGraph, threads: number): Promise<OrtSession> {
+  return ort.InferenceSession.create(onnxModel(graph), {
+    executionProviders: ["cpu"],
+    graphOptimizationLevel: "all",
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    // Errors only: ORT warns about every unused initializer of a translated graph.
+    logSeverityLevel: 3,
+  });
+}
+
+function ortCandidate(group: "ort-1" | "ort-all", inputs: Input[], graph: OnnxGraph): Candidate {
+  return {
+    runtime: groupRuntime(group),
     prepare: async () => {
-      const ort = peers.ort;
-      if (!ort) throw new Skip(peers.missing["onnxruntime-node"] ?? "not loaded");
-      const session = await ort.InferenceSession.create(onnxModel(graph), {
-        executionProviders: ["cpu"],
-        graphOptimizationLevel: "all",
-        intraOpNumThreads: n,
-        interOpNumThreads: 1,
-      });
+      const ort = await loadOrt();
+      const session = await ortSession(ort, graph, ortThreads(group));
       const feeds: Record<string, OrtTensor> = {};
       for (const x of inputs) feeds[x.name] = new ort.Tensor("float32", x.data, x.shape);
       const outName = graph.outputs[0]!.name;
       return async () => (await session.run(feeds))[outName]!.data as Float32Array;
     },
-  }));
+  };
 }
 
 function jaxCandidate(
-  peers: Peers,
   inputs: Input[],
   f: (np: JaxNp, jax: Jax, ...xs: JaxArray[]) => JaxArray,
 ): Candidate {
   return {
-    runtime: "jax-js jit (wasm)",
+    runtime: groupRuntime("jax"),
     prepare: async () => {
-      const jax = peers.jax;
-      if (!jax) throw new Skip(peers.missing["jax-js"] ?? "not loaded");
+      const jax = await loadJax();
       const np = jax.numpy;
       const xs = inputs.map((x) => np.array(x.data, { shape: x.shape }));
       const jf = jax.jit((...a: JaxArray[]) => f(np, jax, ...a));
@@ -380,7 +656,6 @@ function jaxCandidate(
 function plainCandidate(fn: () => Float32Array): Candidate {
   return { runtime: "plain JS", prepare: async () => fn };
 }
-
 // -- matmul ------------------------------------------------------------------------------------
 
 function matmulPlain(a: Float32Array, b: Float32Array, n: number, f64: boolean): Float32Array {
@@ -406,34 +681,32 @@ function matmulPlain(a: Float32Array, b: Float32Array, n: number, f64: boolean):
   return out;
 }
 
-function matmulWorkload(peers: Peers, n: number): Workload {
-  const inputs: Input[] = [
-    { name: "a", shape: [n, n], data: uniform(n * n, n) },
-    { name: "b", shape: [n, n], data: uniform(n * n, n + 1) },
-  ];
-  const [a, b] = [inputs[0]!.data, inputs[1]!.data];
+function matmulSpec(n: number): ArraySpec {
   return {
     name: `matmul ${n}x${n}x${n}`,
     unit: "GFLOP/s",
     work: 2 * n ** 3,
-    inputs,
-    tol: { rtol: 1e-5, atol: 1e-5 },
-    reference: () => matmulPlain(a, b, n, true),
-    candidates: [
-      ...kilnCandidates(inputs, (x, y) => matmul(x, y), { interpreter: n <= 256 }),
-      plainCandidate(() => matmulPlain(a, b, n, false)),
-      ...tfCandidates(peers, inputs, (tf, x, y) => tf.matMul(x, y)),
-      ...ortCandidates(peers, inputs, {
-        name: "matmul",
-        inputs: [
-          { name: "a", shape: [n, n] },
-          { name: "b", shape: [n, n] },
-        ],
-        outputs: [{ name: "y", shape: [n, n] }],
-        nodes: [{ op: "MatMul", inputs: ["a", "b"], outputs: ["y"] }],
-      }),
-      jaxCandidate(peers, inputs, (np, _jax, x, y) => np.matmul(x, y)),
+    inputs: () => [
+      { name: "a", shape: [n, n], data: uniform(n * n, n) },
+      { name: "b", shape: [n, n], data: uniform(n * n, n + 1) },
     ],
+    tol: { rtol: 1e-5, atol: 1e-5 },
+    reference: ([a, b]) => matmulPlain(a!.data, b!.data, n, true),
+    kiln: (xs) => [
+      ...kilnCandidates(xs, (x, y) => matmul(x, y), { interpreter: n <= 256 }),
+      plainCandidate(() => matmulPlain(xs[0]!.data, xs[1]!.data, n, false)),
+    ],
+    tf: (tf, x, y) => tf.matMul(x!, y!),
+    onnx: () => ({
+      name: "matmul",
+      inputs: [
+        { name: "a", shape: [n, n] },
+        { name: "b", shape: [n, n] },
+      ],
+      outputs: [{ name: "y", shape: [n, n] }],
+      nodes: [{ op: "MatMul", inputs: ["a", "b"], outputs: ["y"] }],
+    }),
+    jax: (np, _jax, x, y) => np.matmul(x!, y!),
   };
 }
 
@@ -482,52 +755,50 @@ function chainPlain(x: Float32Array): Float32Array {
   return y;
 }
 
-function elementwiseWorkload(peers: Peers, n: number): Workload {
-  const x = uniform(n, 7).map((v) => v * 4);
-  const inputs: Input[] = [{ name: "x", shape: [n], data: x }];
+function elementwiseSpec(n: number): ArraySpec {
   const c = (name: string, v: number) => ({ name, shape: [], values: new Float32Array([v]) });
   return {
     name: `elementwise gelu(x*a+b)*sigmoid(x), ${(n / 2 ** 20).toFixed(0)}M floats`,
     unit: "GB/s",
     work: 8 * n, // 4 bytes read + 4 bytes written per element
-    inputs,
+    inputs: () => [{ name: "x", shape: [n], data: uniform(n, 7).map((v) => v * 4) }],
     tol: { rtol: 1e-5, atol: 1e-6 },
-    reference: () => chainPlain(x),
-    candidates: [
-      ...kilnCandidates(inputs, (t) => mul(gelu(add(mul(t, EW_A), EW_B)), sigmoid(t)), {
+    reference: ([x]) => chainPlain(x!.data),
+    kiln: (xs) => [
+      ...kilnCandidates(xs, (t) => mul(gelu(add(mul(t, EW_A), EW_B)), sigmoid(t)), {
         interpreter: false,
       }),
-      plainCandidate(() => chainPlain(x)),
-      ...tfCandidates(peers, inputs, (tf, t) => {
-        const u = tf.add(tf.mul(t, tf.scalar(EW_A)), tf.scalar(EW_B));
-        const e = tf.erf(tf.mul(u, tf.scalar(Math.SQRT1_2)));
-        const g = tf.mul(tf.mul(u, tf.scalar(0.5)), tf.add(e, tf.scalar(1)));
-        return tf.mul(g, tf.sigmoid(t));
-      }),
-      ...ortCandidates(peers, inputs, {
-        name: "chain",
-        inputs: [{ name: "x", shape: [n] }],
-        outputs: [{ name: "y", shape: [n] }],
-        constants: [c("a", EW_A), c("b", EW_B), c("r", Math.SQRT1_2), c("h", 0.5), c("one", 1)],
-        nodes: [
-          { op: "Mul", inputs: ["x", "a"], outputs: ["xa"] },
-          { op: "Add", inputs: ["xa", "b"], outputs: ["u"] },
-          { op: "Mul", inputs: ["u", "r"], outputs: ["ur"] },
-          { op: "Erf", inputs: ["ur"], outputs: ["e"] },
-          { op: "Add", inputs: ["e", "one"], outputs: ["e1"] },
-          { op: "Mul", inputs: ["u", "h"], outputs: ["uh"] },
-          { op: "Mul", inputs: ["uh", "e1"], outputs: ["g"] },
-          { op: "Sigmoid", inputs: ["x"], outputs: ["s"] },
-          { op: "Mul", inputs: ["g", "s"], outputs: ["y"] },
-        ],
-      }),
-      jaxCandidate(peers, inputs, (np, jax, t) =>
-        np.multiply(
-          jax.nn.gelu(np.add(np.multiply(t.ref, EW_A), EW_B), { approximate: false }),
-          jax.nn.sigmoid(t),
-        ),
-      ),
+      plainCandidate(() => chainPlain(xs[0]!.data)),
     ],
+    tf: (tf, t0) => {
+      const t = t0!;
+      const u = tf.add(tf.mul(t, tf.scalar(EW_A)), tf.scalar(EW_B));
+      const e = tf.erf(tf.mul(u, tf.scalar(Math.SQRT1_2)));
+      const g = tf.mul(tf.mul(u, tf.scalar(0.5)), tf.add(e, tf.scalar(1)));
+      return tf.mul(g, tf.sigmoid(t));
+    },
+    onnx: () => ({
+      name: "chain",
+      inputs: [{ name: "x", shape: [n] }],
+      outputs: [{ name: "y", shape: [n] }],
+      constants: [c("a", EW_A), c("b", EW_B), c("r", Math.SQRT1_2), c("h", 0.5), c("one", 1)],
+      nodes: [
+        { op: "Mul", inputs: ["x", "a"], outputs: ["xa"] },
+        { op: "Add", inputs: ["xa", "b"], outputs: ["u"] },
+        { op: "Mul", inputs: ["u", "r"], outputs: ["ur"] },
+        { op: "Erf", inputs: ["ur"], outputs: ["e"] },
+        { op: "Add", inputs: ["e", "one"], outputs: ["e1"] },
+        { op: "Mul", inputs: ["u", "h"], outputs: ["uh"] },
+        { op: "Mul", inputs: ["uh", "e1"], outputs: ["g"] },
+        { op: "Sigmoid", inputs: ["x"], outputs: ["s"] },
+        { op: "Mul", inputs: ["g", "s"], outputs: ["y"] },
+      ],
+    }),
+    jax: (np, jax, t) =>
+      np.multiply(
+        jax.nn.gelu(np.add(np.multiply(t!.ref, EW_A), EW_B), { approximate: false }),
+        jax.nn.sigmoid(t!),
+      ),
   };
 }
 
@@ -561,18 +832,21 @@ function linearPlain(
   return out;
 }
 
-function mlpWorkload(peers: Peers, batch: number, dims: number[]): Workload {
-  const x = uniform(batch * dims[0]!, 1);
-  const inputs: Input[] = [{ name: "x", shape: [batch, dims[0]!], data: x }];
-  for (let l = 0; l + 1 < dims.length; l++) {
-    const [k, n] = [dims[l]!, dims[l + 1]!];
-    const scale = 1 / Math.sqrt(k);
-    const w = uniform(k * n, 10 + l).map((v) => v * scale);
-    inputs.push({ name: `w${l}`, shape: [k, n], data: w });
-    inputs.push({ name: `b${l}`, shape: [n], data: uniform(n, 20 + l).map((v) => v * 0.1) });
-  }
+function mlpSpec(batch: number, dims: number[]): ArraySpec {
+  const makeInputs = (): Input[] => {
+    const x = uniform(batch * dims[0]!, 1);
+    const inputs: Input[] = [{ name: "x", shape: [batch, dims[0]!], data: x }];
+    for (let l = 0; l + 1 < dims.length; l++) {
+      const [k, n] = [dims[l]!, dims[l + 1]!];
+      const scale = 1 / Math.sqrt(k);
+      const w = uniform(k * n, 10 + l).map((v) => v * scale);
+      inputs.push({ name: `w${l}`, shape: [k, n], data: w });
+      inputs.push({ name: `b${l}`, shape: [n], data: uniform(n, 20 + l).map((v) => v * 0.1) });
+    }
+    return inputs;
+  };
   const layers = dims.length - 1;
-  const plain = (f64: boolean) => () => {
+  const plain = (inputs: Input[], f64: boolean) => () => {
     let h = inputs[0]!.data;
     for (let l = 0; l < layers; l++) {
       const [w, b] = [inputs[1 + 2 * l]!.data, inputs[2 + 2 * l]!.data];
@@ -599,10 +873,10 @@ function mlpWorkload(peers: Peers, batch: number, dims: number[]): Workload {
     name: `MLP ${dims.join("-")}, batch ${batch}`,
     unit: "GFLOP/s",
     work: flops,
-    inputs,
+    inputs: makeInputs,
     tol: { rtol: 1e-5, atol: 1e-5 },
-    reference: plain(true),
-    candidates: [
+    reference: (xs) => plain(xs, true)(),
+    kiln: (inputs) => [
       ...kilnCandidates(
         inputs,
         (x, ...wb) => {
@@ -615,30 +889,30 @@ function mlpWorkload(peers: Peers, batch: number, dims: number[]): Workload {
         },
         { interpreter: false },
       ),
-      plainCandidate(plain(false)),
-      ...tfCandidates(peers, inputs, (tf, x, ...wb) => {
-        let t = x;
-        for (let l = 0; l < layers; l++) {
-          t = tf.add(tf.matMul(t, wb[2 * l]!), wb[2 * l + 1]!);
-          if (l + 1 < layers) t = tf.relu(t);
-        }
-        return t;
-      }),
-      ...ortCandidates(peers, inputs, {
-        name: "mlp",
-        inputs: inputs.map((x) => ({ name: x.name, shape: x.shape })),
-        outputs: [{ name: "y", shape: [batch, dims[layers]!] }],
-        nodes,
-      }),
-      jaxCandidate(peers, inputs, (np, _jax, x, ...wb) => {
-        let t = x;
-        for (let l = 0; l < layers; l++) {
-          t = np.add(np.matmul(t, wb[2 * l]!), wb[2 * l + 1]!);
-          if (l + 1 < layers) t = np.maximum(t, 0);
-        }
-        return t;
-      }),
+      plainCandidate(plain(inputs, false)),
     ],
+    tf: (tf, x, ...wb) => {
+      let t = x!;
+      for (let l = 0; l < layers; l++) {
+        t = tf.add(tf.matMul(t, wb[2 * l]!), wb[2 * l + 1]!);
+        if (l + 1 < layers) t = tf.relu(t);
+      }
+      return t;
+    },
+    onnx: (inputs) => ({
+      name: "mlp",
+      inputs: inputs.map((x) => ({ name: x.name, shape: x.shape })),
+      outputs: [{ name: "y", shape: [batch, dims[layers]!] }],
+      nodes,
+    }),
+    jax: (np, _jax, x, ...wb) => {
+      let t = x!;
+      for (let l = 0; l < layers; l++) {
+        t = np.add(np.matmul(t, wb[2 * l]!), wb[2 * l + 1]!);
+        if (l + 1 < layers) t = np.maximum(t, 0);
+      }
+      return t;
+    },
   };
 }
 
@@ -660,7 +934,7 @@ const BLOCK_KEYS = [
   "mlp.c_proj.bias",
 ] as const;
 
-function blockWorkload(peers: Peers, seq: number): Workload {
+function blockSpec(seq: number): ArraySpec {
   const cfg = { ...gpt2Full, residPdrop: 0, attnPdrop: 0, embdPdrop: 0 };
   const [S, D, H] = [seq, cfg.nEmbd, cfg.nHead];
   const [Dh, F, eps] = [D / H, 4 * D, cfg.layerNormEpsilon];
@@ -689,7 +963,7 @@ function blockWorkload(peers: Peers, seq: number): Workload {
   const scale = 1 / Math.sqrt(Dh);
   const gc = Math.sqrt(2 / Math.PI);
   const flops = 2 * S * D * (3 * D + D + 2 * F) + 4 * S * S * D;
-  const maskedInputs = [...inputs, { name: "mask", shape: [S, S], data: mask }];
+  const maskInput = { name: "mask", shape: [S, S], data: mask };
 
   // ONNX: the same graph node by node (opset 17 has LayerNormalization).
   const n = (op: string, ins: string[], outs: string[], attrs?: OnnxNode["attrs"]): OnnxNode =>
@@ -740,95 +1014,97 @@ function blockWorkload(peers: Peers, seq: number): Workload {
     name: `GPT-2-small block (768 wide, 12 heads), seq ${S}, batch 1`,
     unit: "GFLOP/s",
     work: flops,
-    inputs,
+    inputs: () => inputs,
     tol: { rtol: 1e-4, atol: 1e-5 },
     // The reference evaluator (Kiln's oracle) through the interpreter backend: one slow run.
-    reference: () => {
-      const xs = inputs.map((x) => tensor(x.data, { shape: x.shape }));
+    reference: (xs) => {
+      const ts = xs.map((x) => tensor(x.data, { shape: x.shape }));
       const cf = compile(kilnBlock, { backend: "interpreter", cache: "off" });
-      return cf(xs[0]!).data() as Float32Array;
+      return cf(ts[0]!).data() as Float32Array;
     },
-    candidates: [
-      ...kilnCandidates(inputs, kilnBlock, { interpreter: false }),
-      ...tfCandidates(peers, maskedInputs, (tf, x, ...w) => {
-        const [l1w, l1b, wqkv, bqkv, wo, bo, l2w, l2b, wfc, bfc, wpr, bpr, m] = w as [
-          TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor,
-          TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor,
-        ];
-        const s = (v: number) => tf.scalar(v);
-        const norm = (t: TfTensor, g: TfTensor, b: TfTensor) => {
-          const c = tf.sub(t, tf.mean(t, -1, true));
-          const v = tf.mean(tf.mul(c, c), -1, true);
-          return tf.add(tf.mul(tf.div(c, tf.sqrt(tf.add(v, s(eps)))), g), b);
-        };
-        const lin = (t: TfTensor, wt: TfTensor, b: TfTensor) => tf.add(tf.matMul(t, wt), b);
-        const [q0, k0, v0] = tf.split(lin(norm(x, l1w, l1b), wqkv, bqkv), 3, 1) as [
-          TfTensor, TfTensor, TfTensor,
-        ];
-        const heads = (t: TfTensor, perm: number[]) =>
-          tf.transpose(tf.reshape(t, [S, H, Dh]), perm);
-        const scores = tf.add(
-          tf.mul(tf.matMul(heads(q0, [1, 0, 2]), heads(k0, [1, 2, 0])), s(scale)),
-          m,
-        );
-        const o = tf.matMul(tf.softmax(scores), heads(v0, [1, 0, 2]));
-        const h = tf.add(x, lin(tf.reshape(tf.transpose(o, [1, 0, 2]), [S, D]), wo, bo));
-        const u = lin(norm(h, l2w, l2b), wfc, bfc);
-        const inner = tf.mul(tf.add(u, tf.mul(tf.mul(tf.mul(u, u), u), s(0.044715))), s(gc));
-        const g = tf.mul(tf.mul(u, s(0.5)), tf.add(tf.tanh(inner), s(1)));
-        return tf.add(h, lin(g, wpr, bpr));
-      }),
-      ...ortCandidates(peers, inputs, {
-        name: "gpt2_block",
-        inputs: inputs.map((x) => ({ name: x.name, shape: x.shape })),
-        outputs: [{ name: "y", shape: [S, D] }],
-        constants: [
-          int64("split3", [D, D, D]),
-          int64("heads", [S, H, Dh]),
-          int64("merged", [S, D]),
-          float32("scale", [scale], []),
-          { name: "mask", shape: [S, S], values: mask },
-          float32("c044", [0.044715], []),
-          float32("gc", [gc], []),
-          float32("one", [1], []),
-          float32("half", [0.5], []),
-        ],
-        nodes: onnxNodes,
-      }),
-      jaxCandidate(peers, maskedInputs, (np, jax, x, ...w) => {
-        const [l1w, l1b, wqkv, bqkv, wo, bo, l2w, l2b, wfc, bfc, wpr, bpr, m] = w as [
-          JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray,
-          JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray,
-        ];
-        // jax-js moves an array into each op: `.ref` on every use but the last.
-        const norm = (t: JaxArray, g: JaxArray, b: JaxArray) => {
-          const c = np.subtract(t.ref, np.mean(t, -1, { keepdims: true }));
-          const v = np.mean(np.multiply(c.ref, c.ref), -1, { keepdims: true });
-          return np.add(np.multiply(np.trueDivide(c, np.sqrt(np.add(v, eps))), g), b);
-        };
-        const lin = (t: JaxArray, wt: JaxArray, b: JaxArray) => np.add(np.matmul(t, wt), b);
-        const [q0, k0, v0] = np.split(lin(norm(x.ref, l1w, l1b), wqkv, bqkv), 3, 1) as [
-          JaxArray, JaxArray, JaxArray,
-        ];
-        const heads = (t: JaxArray, perm: number[]) =>
-          np.transpose(np.reshape(t, [S, H, Dh]), perm);
-        const scores = np.add(
-          np.multiply(np.matmul(heads(q0, [1, 0, 2]), heads(k0, [1, 2, 0])), scale),
-          m,
-        );
-        const o = np.matmul(jax.nn.softmax(scores, -1), heads(v0, [1, 0, 2]));
-        const h = np.add(x, lin(np.reshape(np.transpose(o, [1, 0, 2]), [S, D]), wo, bo));
-        const u = lin(norm(h.ref, l2w, l2b), wfc, bfc);
-        const u3 = np.multiply(np.multiply(u.ref, u.ref), u.ref);
-        const inner = np.multiply(np.add(u.ref, np.multiply(u3, 0.044715)), gc);
-        const g = np.multiply(np.multiply(u, 0.5), np.add(np.tanh(inner), 1));
-        return np.add(h, lin(g, wpr, bpr));
-      }),
-    ],
+    extraInputs: (xs) => [...xs, maskInput],
+    kiln: (xs) => kilnCandidates(xs, kilnBlock, { interpreter: false }),
+    tf: (tf, x0, ...w) => {
+      const x = x0!;
+      const [l1w, l1b, wqkv, bqkv, wo, bo, l2w, l2b, wfc, bfc, wpr, bpr, m] = w as [
+        TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor,
+        TfTensor, TfTensor, TfTensor, TfTensor, TfTensor, TfTensor,
+      ];
+      const s = (v: number) => tf.scalar(v);
+      const norm = (t: TfTensor, g: TfTensor, b: TfTensor) => {
+        const c = tf.sub(t, tf.mean(t, -1, true));
+        const v = tf.mean(tf.mul(c, c), -1, true);
+        return tf.add(tf.mul(tf.div(c, tf.sqrt(tf.add(v, s(eps)))), g), b);
+      };
+      const lin = (t: TfTensor, wt: TfTensor, b: TfTensor) => tf.add(tf.matMul(t, wt), b);
+      const [q0, k0, v0] = tf.split(lin(norm(x, l1w, l1b), wqkv, bqkv), 3, 1) as [
+        TfTensor, TfTensor, TfTensor,
+      ];
+      const heads = (t: TfTensor, perm: number[]) =>
+        tf.transpose(tf.reshape(t, [S, H, Dh]), perm);
+      const scores = tf.add(
+        tf.mul(tf.matMul(heads(q0, [1, 0, 2]), heads(k0, [1, 2, 0])), s(scale)),
+        m,
+      );
+      const o = tf.matMul(tf.softmax(scores), heads(v0, [1, 0, 2]));
+      const h = tf.add(x, lin(tf.reshape(tf.transpose(o, [1, 0, 2]), [S, D]), wo, bo));
+      const u = lin(norm(h, l2w, l2b), wfc, bfc);
+      const inner = tf.mul(tf.add(u, tf.mul(tf.mul(tf.mul(u, u), u), s(0.044715))), s(gc));
+      const g = tf.mul(tf.mul(u, s(0.5)), tf.add(tf.tanh(inner), s(1)));
+      return tf.add(h, lin(g, wpr, bpr));
+    },
+    onnx: (inputs) => ({
+      name: "gpt2_block",
+      inputs: inputs.map((x) => ({ name: x.name, shape: x.shape })),
+      outputs: [{ name: "y", shape: [S, D] }],
+      constants: [
+        int64("split3", [D, D, D]),
+        int64("heads", [S, H, Dh]),
+        int64("merged", [S, D]),
+        float32("scale", [scale], []),
+        { name: "mask", shape: [S, S], values: mask },
+        float32("c044", [0.044715], []),
+        float32("gc", [gc], []),
+        float32("one", [1], []),
+        float32("half", [0.5], []),
+      ],
+      nodes: onnxNodes,
+    }),
+    jax: (np, jax, x0, ...w) => {
+      const x = x0!;
+      const [l1w, l1b, wqkv, bqkv, wo, bo, l2w, l2b, wfc, bfc, wpr, bpr, m] = w as [
+        JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray,
+        JaxArray, JaxArray, JaxArray, JaxArray, JaxArray, JaxArray,
+      ];
+      // jax-js moves an array into each op: `.ref` on every use but the last.
+      const norm = (t: JaxArray, g: JaxArray, b: JaxArray) => {
+        const c = np.subtract(t.ref, np.mean(t, -1, { keepdims: true }));
+        const v = np.mean(np.multiply(c.ref, c.ref), -1, { keepdims: true });
+        return np.add(np.multiply(np.trueDivide(c, np.sqrt(np.add(v, eps))), g), b);
+      };
+      const lin = (t: JaxArray, wt: JaxArray, b: JaxArray) => np.add(np.matmul(t, wt), b);
+      const [q0, k0, v0] = np.split(lin(norm(x.ref, l1w, l1b), wqkv, bqkv), 3, 1) as [
+        JaxArray, JaxArray, JaxArray,
+      ];
+      const heads = (t: JaxArray, perm: number[]) =>
+        np.transpose(np.reshape(t, [S, H, Dh]), perm);
+      const scores = np.add(
+        np.multiply(np.matmul(heads(q0, [1, 0, 2]), heads(k0, [1, 2, 0])), scale),
+        m,
+      );
+      const o = np.matmul(jax.nn.softmax(scores, -1), heads(v0, [1, 0, 2]));
+      const h = np.add(x, lin(np.reshape(np.transpose(o, [1, 0, 2]), [S, D]), wo, bo));
+      const u = lin(norm(h.ref, l2w, l2b), wfc, bfc);
+      const u3 = np.multiply(np.multiply(u.ref, u.ref), u.ref);
+      const inner = np.multiply(np.add(u.ref, np.multiply(u3, 0.044715)), gc);
+      const g = np.multiply(np.multiply(u, 0.5), np.add(np.tanh(inner), 1));
+      return np.add(h, lin(g, wpr, bpr));
+    },
   };
 }
 
-// -- whole models from models/ (Kiln rows only, cross-checked against Kiln eager) ---------------
+
+// -- whole models from models/: Kiln runs the model, the peers run the module Kiln captures ----
 
 /**
  * Which configs the model workloads use: the zoo's "full" ones, or in --quick "small" ones —
@@ -854,6 +1130,8 @@ const MODEL_TIMING: TimingOptions = QUICK
   ? { warmup: 0, budgetMs: 300, minRuns: 3, maxRuns: 20 }
   : { warmup: 0, budgetMs: 2000, minRuns: 3, maxRuns: 10 };
 const MODEL_TOL: Tolerance = { rtol: 1e-3, atol: 1e-4 };
+/** The seed of the default generator before a model is built: same weights in every process. */
+const MODEL_SEED = 0;
 
 function toF32(t: Tensor): Float32Array {
   const d = t.data();
@@ -861,6 +1139,16 @@ function toF32(t: Tensor): Float32Array {
   const out = new Float32Array(d.length);
   for (let i = 0; i < d.length; i++) out[i] = Number(d[i]);
   return out;
+}
+
+/** A zoo model in eval mode (no dropout), built from MODEL_SEED, its random init timed. */
+function seededModel<M extends { eval(): unknown }>(what: string, make: () => M): M {
+  const t0 = performance.now();
+  manualSeed(MODEL_SEED);
+  const m = make();
+  m.eval();
+  process.stderr.write(`  ${what}: random init ${(performance.now() - t0).toFixed(0)} ms\n`);
+  return m;
 }
 
 /**
@@ -884,152 +1172,486 @@ function kilnModelCandidates(args: Tensor[], f: (...xs: Tensor[]) => Tensor): Ca
   ];
 }
 
-function modelWorkload(
-  name: string,
-  args: Tensor[],
-  f: (...xs: Tensor[]) => Tensor,
-): Workload {
-  return {
-    name,
-    inputs: [],
-    tol: MODEL_TOL,
-    reference: () => toF32(f(...args)),
-    candidates: kilnModelCandidates(args, f),
-    timing: MODEL_TIMING,
+/** A captured graph with whatever else the peers need to know about it (e.g. the ids slot). */
+type GraphWithFacts = CapturedGraph & { extra: Record<string, number> };
+
+/** A model as the parent and the Kiln child build it (seeded, so both build the same). */
+interface GraphSetup {
+  capture: () => GraphWithFacts;
+  reference: () => Float32Array;
+  kiln: () => Candidate[];
+}
+
+/**
+ * The translated forward with its inputs uploaded once (as ORT's feeds, tfjs's tensors or
+ * jax-js's arrays are built once for the other workloads): `run` computes the outputs (a tuple:
+ * several), `set` replaces one input (generation's ids).
+ */
+interface PeerRunner {
+  run(): Promise<Float32Array[]>;
+  set(i: number, data: LiteralData): void;
+}
+type PeerForward = (inputs: LiteralData[]) => PeerRunner;
+
+interface GraphSpec {
+  name: string;
+  baseline?: string;
+  timing: TimingOptions;
+  tol: Tolerance;
+  noteFor?: (medianMs: number) => string;
+  setup: () => GraphSetup;
+  /** How a peer runs the translated forward; default: one run, output 0. */
+  peerRun?: (forward: PeerForward, g: GraphWithFacts) => Promise<Prepared>;
+  /** peerRun warms up (compiles) before returning. */
+  peerWarm?: boolean;
+  peerNote?: string;
+}
+
+function graphWorkload(make: () => GraphSpec): Workload {
+  const s = make();
+  const w: Workload = {
+    name: s.name,
+    tol: s.tol,
+    timing: s.timing,
+    prepare: async (dir) => {
+      const setup = s.setup();
+      const t0 = performance.now();
+      const g = setup.capture();
+      process.stderr.write(
+        `  ${s.name}: captured ${g.module.computations[0]?.instructions.length ?? 0} ` +
+          `entry instructions in ${(performance.now() - t0).toFixed(0)} ms\n`,
+      );
+      writeGraph(dir, g, g.extra);
+      writeF32(join(dir, REF_FILE), setup.reference());
+      return literalsHash(g.params);
+    },
+    plan: async (group, dir) => {
+      if (group === "kiln") {
+        const setup = s.setup();
+        // Built from the seed here too: the hash of what this process captured shows that
+        // its model has the very weights the peers are fed.
+        const hash = literalsHash(setup.capture().params);
+        return { hash, candidates: setup.kiln() };
+      }
+      const g = readGraph(dir);
+      const candidate: Candidate = {
+        runtime: groupRuntime(group),
+        prepare: async () => {
+          const forward = await peerForward(group, g.module, g.params.map((p) => p.type));
+          if (s.peerRun) return s.peerRun(forward, g);
+          const runner = forward(g.params.map((p) => p.data));
+          return async () => (await runner.run())[0]!;
+        },
+      };
+      if (s.peerWarm) candidate.warm = true;
+      if (s.peerNote !== undefined) candidate.note = s.peerNote;
+      return { hash: literalsHash(g.params), candidates: [candidate] };
+    },
+  };
+  if (s.baseline !== undefined) w.baseline = s.baseline;
+  if (s.noteFor !== undefined) w.noteFor = s.noteFor;
+  return w;
+}
+
+// -- the translators (bench/peers/hlo_*.ts), loaded only by the peer children ------------------
+
+/** A named export of one of bench/peers' translator files, or NotTranslatable saying why not. */
+async function translatorExport(file: string, name: string): Promise<(...a: never[]) => unknown> {
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(new URL(`./${file}`, import.meta.url).href)) as Record<string, unknown>;
+  } catch (e) {
+    throw new NotTranslatable(`bench/peers/${file} could not be loaded: ${message(e)}`);
+  }
+  const fn = mod[name];
+  if (typeof fn !== "function") {
+    throw new NotTranslatable(`bench/peers/${file} has no function ${name}`);
+  }
+  return fn as (...a: never[]) => unknown;
+}
+
+/** Runs `translate`; an error there means the peer cannot express this module. */
+function translate<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    throw new NotTranslatable(`${what}: ${message(e)}`);
+  }
+}
+
+const ORT_TYPE: Record<ElementType, OrtType | undefined> = {
+  f32: "float32",
+  s32: "int32",
+  s64: "int64",
+  u8: "uint8",
+  pred: "bool",
+  f16: undefined,
+  bf16: undefined,
+};
+
+function asF32(data: unknown): Float32Array {
+  if (data instanceof Float32Array) return data;
+  if (ArrayBuffer.isView(data) && "length" in data) {
+    const src = data as unknown as ArrayLike<number | bigint>;
+    return Float32Array.from({ length: src.length }, (_, i) => Number(src[i]!));
+  }
+  throw new Error("bench: a peer returned something that is not a typed array");
+}
+
+/**
+ * What hlo_tfjs.ts and hlo_jax.ts return: a function of the inputs that uploads them per call,
+ * and `prepare`, which uploads them once (what the bench times: the other runtimes' inputs are
+ * not copied per run either).
+ */
+interface Translated {
+  (inputs: LiteralData[]): Float32Array[];
+  prepare?: (inputs: LiteralData[]) => {
+    run(): Float32Array[];
+    set(i: number, data: LiteralData): void;
   };
 }
 
-/** A zoo model in eval mode (no dropout), its random init timed for the log. */
-function evalModel<M extends { eval(): unknown }>(what: string, make: () => M): M {
-  const t0 = performance.now();
-  const m = make();
-  m.eval();
-  process.stderr.write(`  ${what}: random init ${(performance.now() - t0).toFixed(0)} ms\n`);
-  return m;
+function translatedRunner(f: Translated): PeerForward {
+  return (xs) => {
+    if (f.prepare !== undefined) {
+      const p = f.prepare(xs);
+      return { run: async () => p.run(), set: (i, x) => p.set(i, x) };
+    }
+    const inputs = [...xs];
+    return {
+      run: async () => f(inputs),
+      set: (i, x) => {
+        inputs[i] = x;
+      },
+    };
+  };
 }
 
-let gpt2Model: gpt2.GPT2 | undefined;
-function gpt2Shared(): gpt2.GPT2 {
-  gpt2Model ??= evalModel(`GPT-2 (${ZOO})`, () => gpt2.default(GPT2_CONFIG));
-  return gpt2Model;
+/**
+ * The module translated for a peer group, as a function of its parameters' values (`types`:
+ * their element types, in order).
+ */
+async function peerForward(
+  group: Group,
+  module: Module,
+  types: readonly ElementType[],
+): Promise<PeerForward> {
+  switch (group) {
+    case "tfjs-cpu":
+    case "tfjs-wasm": {
+      const tf = await loadTf(group === "tfjs-cpu" ? "cpu" : "wasm");
+      const to = (await translatorExport("hlo_tfjs.ts", "hloToTfjs")) as unknown as (
+        tf: Tf,
+        m: Module,
+      ) => Translated;
+      return translatedRunner(translate("hloToTfjs", () => to(tf, module)));
+    }
+    case "ort-1":
+    case "ort-all": {
+      const ort = await loadOrt();
+      const to = (await translatorExport("hlo_onnx.ts", "hloToOnnx")) as unknown as (
+        m: Module,
+      ) => OnnxGraph;
+      const graph = translate("hloToOnnx", () => to(module));
+      const session = await ortSession(ort, graph, ortThreads(group));
+      const ortTypes = types.map((t) => {
+        const o = ORT_TYPE[t];
+        if (o === undefined) throw new NotTranslatable(`onnxruntime input of type ${t}`);
+        return o;
+      });
+      const feed = (i: number, x: LiteralData): [string, OrtTensor] => {
+        const input = graph.inputs[i];
+        if (input === undefined) throw new Error(`bench: the ONNX graph has no input ${i}`);
+        return [input.name, new ort.Tensor(ortTypes[i]!, x, input.shape)];
+      };
+      return (xs) => {
+        const feeds: Record<string, OrtTensor> = Object.fromEntries(xs.map((x, i) => feed(i, x)));
+        return {
+          run: async () => {
+            const out = await session.run(feeds);
+            return graph.outputs.map((o) => asF32(out[o.name]!.data));
+          },
+          set: (i, x) => {
+            const [name, t] = feed(i, x);
+            feeds[name] = t;
+          },
+        };
+      };
+    }
+    case "jax": {
+      const jax = await loadJax();
+      const to = (await translatorExport("hlo_jax.ts", "hloToJax")) as unknown as (
+        jax: Jax,
+        m: Module,
+      ) => Translated;
+      return translatedRunner(translate("hloToJax", () => to(jax, module)));
+    }
+    case "kiln":
+      throw new Error("bench: the Kiln group runs the model itself, not a translation");
+    default: {
+      const never: never = group;
+      throw new Error(`unknown group ${String(never)}`);
+    }
+  }
+}
+
+// -- GPT-2, BERT, ResNet forwards --------------------------------------------------------------
+
+function forwardSetup(
+  args: Tensor[],
+  f: (...xs: Tensor[]) => Tensor,
+): GraphSetup {
+  return {
+    capture: () => ({ ...capture(() => f(...args)), extra: {} }),
+    reference: () => toF32(f(...args)),
+    kiln: () => kilnModelCandidates(args, f),
+  };
 }
 
 const GPT2_SEQ = 128;
-function gpt2Forward(): [Tensor[], (ids: Tensor) => Tensor] {
-  const model = gpt2Shared();
-  const [ids] = gpt2.inputs({ batch: 1, seq: GPT2_SEQ }, GPT2_CONFIG);
-  return [[ids], (x: Tensor) => model.call(x).logits];
-}
-
-function gpt2Workload(): Workload {
-  const [args, f] = gpt2Forward();
-  return modelWorkload(`GPT-2 (${ZOO}) forward, logits, seq ${GPT2_SEQ}, batch 1`, args, f);
+function gpt2Spec(): GraphSpec {
+  return {
+    name: `GPT-2 (${ZOO}) forward, logits, seq ${GPT2_SEQ}, batch 1`,
+    timing: MODEL_TIMING,
+    tol: MODEL_TOL,
+    setup: () => {
+      const model = seededModel(`GPT-2 (${ZOO})`, () => gpt2.default(GPT2_CONFIG));
+      const [ids] = gpt2.inputs({ batch: 1, seq: GPT2_SEQ }, GPT2_CONFIG);
+      return forwardSetup([ids], (x) => model.call(x!).logits);
+    },
+  };
 }
 
 const BERT_SEQ = 128;
-function bertForward(): [Tensor[], (ids: Tensor, mask: Tensor) => Tensor] {
-  const model = evalModel(`BERT (${ZOO})`, () => bert.default(BERT_CONFIG));
-  const [ids, { attentionMask }] = bert.inputs({ batch: 1, seq: BERT_SEQ }, BERT_CONFIG);
-  return [
-    [ids, attentionMask!],
-    (x: Tensor, m: Tensor) => model.call(x, { attentionMask: m }).lastHiddenState,
-  ];
-}
-
-function bertWorkload(): Workload {
-  const [args, f] = bertForward();
-  const name = `BERT-style encoder (${ZOO}), last hidden state, seq ${BERT_SEQ}, batch 1`;
-  return modelWorkload(name, args, (...xs) => f(xs[0]!, xs[1]!));
+function bertSpec(): GraphSpec {
+  return {
+    name: `BERT-style encoder (${ZOO}), last hidden state, seq ${BERT_SEQ}, batch 1`,
+    timing: MODEL_TIMING,
+    tol: MODEL_TOL,
+    setup: () => {
+      const model = seededModel(`BERT (${ZOO})`, () => bert.default(BERT_CONFIG));
+      const [ids, { attentionMask }] = bert.inputs({ batch: 1, seq: BERT_SEQ }, BERT_CONFIG);
+      return forwardSetup(
+        [ids, attentionMask!],
+        (x, m) => model.call(x!, { attentionMask: m! }).lastHiddenState,
+      );
+    },
+  };
 }
 
 const RESNET_INPUT = { batch: 8, size: 64 };
 const RESNET_SIZE = QUICK ? "tiny" : "full";
-function resnetForward(): [Tensor[], (x: Tensor) => Tensor] {
-  const model = evalModel(`ResNet (${RESNET_SIZE})`, () => resnet.default(RESNET_CONFIG));
-  return [resnet.inputs(RESNET_INPUT, RESNET_CONFIG), (x: Tensor) => model.call(x)];
+function resnetSpec(): GraphSpec {
+  return {
+    name: `ResNet-18-style CNN (${RESNET_SIZE}), logits, 8x3x64x64`,
+    timing: MODEL_TIMING,
+    tol: MODEL_TOL,
+    setup: () => {
+      const model = seededModel(`ResNet (${RESNET_SIZE})`, () => resnet.default(RESNET_CONFIG));
+      return forwardSetup(resnet.inputs(RESNET_INPUT, RESNET_CONFIG), (x) => model.call(x!));
+    },
+  };
 }
 
-function resnetWorkload(): Workload {
-  const [args, f] = resnetForward();
-  const name = `ResNet-18-style CNN (${RESNET_SIZE}), logits, 8x3x64x64`;
-  return modelWorkload(name, args, (...xs) => f(xs[0]!));
-}
+// -- generation: 32 greedy tokens ---------------------------------------------------------------
 
 const GEN_TOKENS = 32;
 const GEN_PROMPT = 8;
+/** The fixed window the peers' generation runs on: the prompt and every token but the last. */
+const GEN_WINDOW = GEN_PROMPT + GEN_TOKENS - 1;
+const GEN_WINDOW_ROW = `${BASELINE}, ${GEN_WINDOW}-token window`;
+const GEN_WINDOW_NOTE = `${GEN_WINDOW}-token window, no KV cache`;
+/** A window row whose generation would take longer than this is skipped (its step is noted). */
+const GEN_ROW_CAP_MS = (QUICK ? 20 : 240) * 1000;
+
+/** Index of the largest of row `row` of [rows, n] logits (the first on a tie, as argmax). */
+function argmaxRow(logits: ArrayLike<number>, row: number, n: number): number {
+  let best = 0;
+  let bestV = -Infinity;
+  for (let j = 0; j < n; j++) {
+    const v = logits[row * n + j]!;
+    if (v > bestV || (Number.isNaN(v) && !Number.isNaN(bestV))) {
+      best = j;
+      bestV = v;
+    }
+  }
+  return best;
+}
+
+/**
+ * Greedy generation with one fixed-size step: the forward runs on a GEN_WINDOW-token window
+ * (the tokens so far, then zeros); with causal attention the logits at the last real position
+ * do not depend on the padding, so this gives growing-sequence generation's tokens with one
+ * shape (one program, one ONNX session, one jit) — the whole window recomputed per token.
+ */
+function windowGenerator(
+  step: (ids: BigInt64Array) => Promise<ArrayLike<number>>,
+  prompt: BigInt64Array,
+  vocab: number,
+): () => Promise<Float32Array> {
+  return async () => {
+    const ids = new BigInt64Array(GEN_WINDOW);
+    ids.set(prompt);
+    const out = new Float32Array(GEN_PROMPT + GEN_TOKENS);
+    prompt.forEach((v, i) => (out[i] = Number(v)));
+    for (let t = 0; t < GEN_TOKENS; t++) {
+      const len = GEN_PROMPT + t;
+      const next = argmaxRow(await step(ids), len - 1, vocab);
+      out[len] = next;
+      if (len < GEN_WINDOW) ids[len] = BigInt(next);
+    }
+    return out;
+  };
+}
+
+/** Warms `step` up (compiles) and skips the row when a whole generation would pass the cap. */
+async function windowPrepared(
+  step: (ids: BigInt64Array) => Promise<ArrayLike<number>>,
+  prompt: BigInt64Array,
+  vocab: number,
+): Promise<Prepared> {
+  const ids = new BigInt64Array(GEN_WINDOW);
+  ids.set(prompt);
+  let t0 = performance.now();
+  await step(ids);
+  let ms = performance.now() - t0;
+  if (ms * GEN_TOKENS <= GEN_ROW_CAP_MS) {
+    t0 = performance.now();
+    await step(ids); // the first call compiled; this one is the step's cost
+    ms = performance.now() - t0;
+  }
+  if (ms * GEN_TOKENS > GEN_ROW_CAP_MS) {
+    throw new Skip(
+      `one ${GEN_WINDOW}-token step takes ${ms.toFixed(0)} ms, so ${GEN_TOKENS} tokens ` +
+        `≈ ${((ms * GEN_TOKENS) / 1000).toFixed(0)} s, over the ` +
+        `${GEN_ROW_CAP_MS / 1000} s cap of a row`,
+    );
+  }
+  return windowGenerator(step, prompt, vocab);
+}
+
+function promptIds(prompt: Tensor): BigInt64Array {
+  const d = prompt.data();
+  return BigInt64Array.from({ length: d.length }, (_, i) => BigInt(d[i]!));
+}
 
 /**
  * Greedy generation of 32 tokens after an 8-token prompt; the output is the ids (prompt and
- * new tokens), which every row must reproduce exactly. Eager and lazy use the growing KV cache;
- * compiled uses the static cache, so one program serves every step after the prompt.
+ * new tokens), which every row must reproduce exactly. Kiln eager and lazy use the growing KV
+ * cache; Kiln compiled uses the static cache (one program serves every step after the prompt);
+ * the peers and the Kiln row they are compared with run one fixed-size step (windowGenerator),
+ * because the module the peers translate is a forward without a cache.
  */
-function generateWorkload(): Workload {
-  const model = gpt2Shared();
-  const [ids] = gpt2.inputs({ batch: 1, seq: GEN_PROMPT }, GPT2_CONFIG);
-  const eager = () => toF32(model.generate(ids, { maxNewTokens: GEN_TOKENS }));
+function generateSpec(): GraphSpec {
+  const vocab = GPT2_CONFIG.vocabSize;
   return {
-    name: `GPT-2 (${ZOO}) greedy generation, ${GEN_TOKENS} tokens after ${GEN_PROMPT}, batch 1`,
-    inputs: [],
+    name:
+      `GPT-2 (${ZOO}) greedy generation, ${GEN_TOKENS} tokens after ${GEN_PROMPT}, batch 1 ` +
+      `(ratios against the ${GEN_WINDOW}-token window row)`,
+    baseline: GEN_WINDOW_ROW,
+    timing: MODEL_TIMING,
     tol: { rtol: 0, atol: 0 },
-    reference: eager,
-    // One timed run is enough for the slow lazy row in --quick (seconds per run).
-    timing: QUICK ? { ...MODEL_TIMING, minRuns: 1 } : MODEL_TIMING,
     noteFor: (ms) => `${(ms / GEN_TOKENS).toFixed(2)} ms/token`,
-    candidates: [
-      { runtime: "Kiln eager", prepare: async () => eager },
-      {
-        runtime: "Kiln lazy",
-        prepare: async () => {
-          // Nothing is observed between steps, so every step's pending graph is new (the KV
-          // cache grows) and compiles: 30-100x eager at the quick config, minutes at GPT-2 small.
-          if (!QUICK) throw new Skip("compiles every step (see --quick); minutes per run here");
-          return () => toF32(lazy(() => model.generate(ids, { maxNewTokens: GEN_TOKENS })));
+    peerWarm: true,
+    peerNote: GEN_WINDOW_NOTE,
+    peerRun: async (forward, g) => {
+      const at = g.extra["idsParam"];
+      if (at === undefined) throw new Error("bench: the generation graph names no ids input");
+      const prompt = (g.params[at]!.data as BigInt64Array).slice(0, GEN_PROMPT);
+      const runner = forward(g.params.map((p) => p.data));
+      return windowPrepared(
+        async (ids) => {
+          runner.set(at, ids);
+          return (await runner.run())[0]!;
         },
-      },
-      {
-        runtime: BASELINE,
-        prepare: async () => {
-          const forward = compile(
-            (x: Tensor, o: gpt2.GPT2ForwardOptions) => model.call(x, o),
-            { backend: "js", cache: "memory" },
-          );
-          const opts = { maxNewTokens: GEN_TOKENS, staticCache: true, forward };
-          return () => toF32(model.generate(ids, opts));
+        prompt,
+        vocab,
+      );
+    },
+    setup: () => {
+      const model = seededModel(`GPT-2 (${ZOO})`, () => gpt2.default(GPT2_CONFIG));
+      const [prompt] = gpt2.inputs({ batch: 1, seq: GEN_PROMPT }, GPT2_CONFIG);
+      const promptData = promptIds(prompt);
+      const windowOf = (fill: bigint) => {
+        const ids = new BigInt64Array(GEN_WINDOW).fill(fill);
+        ids.set(promptData);
+        return tensor(ids, { shape: [1, GEN_WINDOW] });
+      };
+      const logits = (x: Tensor) => model.call(x).logits;
+      const gen = (n: number) => model.generate(prompt, { maxNewTokens: n });
+      return {
+        // Captured twice with different padding: the one parameter that differs is the ids.
+        capture: () => {
+          const a = capture(() => logits(windowOf(0n)));
+          const b = capture(() => logits(windowOf(1n)));
+          const differ = a.params.flatMap((p, i) => {
+            const q = b.params[i];
+            const same =
+              q !== undefined &&
+              Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength).equals(
+                Buffer.from(q.data.buffer, q.data.byteOffset, q.data.byteLength),
+              );
+            return same ? [] : [i];
+          });
+          if (differ.length !== 1 || a.params.length !== b.params.length) {
+            throw new Error(`bench: cannot tell the ids input (${differ.length} inputs differ)`);
+          }
+          return { ...a, extra: { idsParam: differ[0]! } };
         },
-      },
-    ],
+        reference: () => toF32(gen(GEN_TOKENS)),
+        kiln: () => [
+          {
+            runtime: "Kiln eager",
+            warm: true,
+            prepare: async () => {
+              gen(2);
+              return () => toF32(gen(GEN_TOKENS));
+            },
+          },
+          {
+            runtime: "Kiln lazy",
+            // Nothing is observed between steps and the KV cache grows, so every step's graph
+            // is new and compiles: ~1.2 s per token at the quick config, and --quick must stay
+            // under 3 minutes. Not a figure worth a run; the reason is the row.
+            prepare: async () => {
+              throw new Skip(
+                "compiles every step's graph (nothing is observed between steps); " +
+                  "hundreds of times slower than eager, see docs/performance.md",
+              );
+            },
+          },
+          {
+            runtime: BASELINE,
+            note: "static KV cache",
+            warm: true,
+            prepare: async () => {
+              const forward = compile(
+                (x: Tensor, o: gpt2.GPT2ForwardOptions) => model.call(x, o),
+                { backend: "js", cache: "memory" },
+              );
+              const opts = { staticCache: true, cacheLength: GEN_WINDOW, forward };
+              model.generate(prompt, { ...opts, maxNewTokens: 2 }); // compiles both programs
+              return () => toF32(model.generate(prompt, { ...opts, maxNewTokens: GEN_TOKENS }));
+            },
+          },
+          {
+            runtime: GEN_WINDOW_ROW,
+            note: GEN_WINDOW_NOTE,
+            warm: true,
+            prepare: async () => {
+              const cf = compile(logits, { backend: "js", cache: "memory", fullgraph: true });
+              const step = async (ids: BigInt64Array) =>
+                toF32(cf(tensor(ids, { shape: [1, GEN_WINDOW] })));
+              return windowPrepared(step, promptData, vocab);
+            },
+          },
+        ],
+      };
+    },
   };
 }
 
 // -- compile time per model: cold, and warm from the disk cache in a fresh process -------------
-
-class Captured extends Error {
-  constructor(readonly module: Module) {
-    super("bench: graph captured");
-  }
-}
-
-/** Records the module lazy mode hands to the cache, and stops before compiling it. */
-class CapturingCache extends ProgramCache {
-  override getOrCompile(module: Module): CacheResult {
-    throw new Captured(module);
-  }
-}
-
-/** A forward pass's whole graph as lazy mode builds it (the module compileModule gets). */
-function capture(f: () => Tensor): Module {
-  // The lazy rows ran this graph already; its remembered structure would skip the cache.
-  clearLazyGraphs();
-  try {
-    const opts = { backend: "js", cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
-    lazy(f, opts).data();
-  } catch (e) {
-    const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
-    if (c instanceof Captured) return c.module;
-    throw e;
-  }
-  throw new Error("bench: lazy mode compiled nothing");
-}
 
 const COMPILE_SCRIPT = join(here, "..", "compile.ts");
 
@@ -1053,9 +1675,8 @@ const COLD = "cold (this process)";
  * the median of `reps` runs, each on its own directory (cold) or the same one (warm). A cold
  * run includes storing the entry; the new-process figures exclude Node and tsx start-up.
  */
-async function compileTime(name: string, f: () => Tensor): Promise<WorkloadResult> {
+async function compileTime(name: string, module: Module): Promise<WorkloadResult> {
   const reps = 3;
-  const module = capture(f);
   const count = module.computations.reduce((n, c) => n + c.instructions.length, 0);
   const result: WorkloadResult = {
     name: `compile time (js), ms of compileModule: ${name} (${count} instructions)`,
@@ -1096,45 +1717,235 @@ async function compileTime(name: string, f: () => Tensor): Promise<WorkloadResul
   return result;
 }
 
+/** Compile times of the three model forwards, each graph captured as the workloads do. */
 async function compileTimes(): Promise<WorkloadResult[]> {
-  const [gArgs, g] = gpt2Forward();
-  const [bArgs, b] = bertForward();
-  const [rArgs, r] = resnetForward();
+  const out: WorkloadResult[] = [];
+  for (const [name, spec] of [
+    [`GPT-2 (${ZOO}) forward, seq ${GPT2_SEQ}`, gpt2Spec],
+    [`BERT (${ZOO}), seq ${BERT_SEQ}`, bertSpec],
+    [`ResNet (${RESNET_SIZE}), 8x3x64x64`, resnetSpec],
+  ] as const) {
+    out.push(await compileTime(name, spec().setup().capture().module));
+  }
+  return out;
+}
+
+// ---- running: the parent spawns one child per runtime group per workload ---------------------
+
+function entries(): WorkloadEntry[] {
+  const sizes = QUICK ? [256, 512] : [256, 512, 1024];
+  const ewN = QUICK ? 1 << 20 : 4 << 20;
   return [
-    await compileTime(`GPT-2 (${ZOO}) forward, seq ${GPT2_SEQ}`, () => g(gArgs[0]!)),
-    await compileTime(`BERT (${ZOO}), seq ${BERT_SEQ}`, () => b(bArgs[0]!, bArgs[1]!)),
-    await compileTime(`ResNet (${RESNET_SIZE}), 8x3x64x64`, () => r(rArgs[0]!)),
+    ...sizes.map((n) => ({
+      id: `matmul-${n}`,
+      kind: "matmul",
+      make: () => arrayWorkload(() => matmulSpec(n)),
+    })),
+    {
+      id: "elementwise",
+      kind: "elementwise",
+      make: () => arrayWorkload(() => elementwiseSpec(ewN)),
+    },
+    {
+      id: "mlp",
+      kind: "mlp",
+      make: () => arrayWorkload(() => mlpSpec(64, [784, 1024, 1024, 10])),
+    },
+    { id: "block", kind: "block", make: () => arrayWorkload(() => blockSpec(128)) },
+    { id: "gpt2", kind: "gpt2", make: () => graphWorkload(gpt2Spec) },
+    { id: "bert", kind: "bert", make: () => graphWorkload(bertSpec) },
+    { id: "resnet", kind: "resnet", make: () => graphWorkload(resnetSpec) },
+    { id: "generate", kind: "generate", make: () => graphWorkload(generateSpec) },
   ];
 }
 
-// ---- running ---------------------------------------------------------------------------------
-
-async function runWorkload(w: Workload): Promise<WorkloadResult> {
-  const ref = w.reference();
-  const result: WorkloadResult = { name: w.name, baseline: BASELINE, rows: [] };
-  if (w.unit !== undefined) result.unit = w.unit;
-  if (w.work !== undefined) result.work = w.work;
-  for (const c of w.candidates) {
-    const row: Row = { runtime: c.runtime };
-    result.rows.push(row);
-    try {
-      const run = await c.prepare();
-      const check = crossCheck(await run(), ref, w.tol);
-      row.maxAbsDiff = check.maxAbsDiff;
-      if (!check.ok) {
-        row.note = `MISMATCH, not timed: ${check.why}`;
-        continue;
+/** Cross-checks one candidate against the reference, then times it. */
+async function runCandidate(w: Workload, c: Candidate, ref: Float32Array): Promise<Row> {
+  const row: Row = { runtime: c.runtime };
+  const notes: string[] = c.note === undefined ? [] : [c.note];
+  try {
+    const run = await c.prepare();
+    const t0 = performance.now();
+    const got = await run();
+    const checkMs = performance.now() - t0;
+    const check = crossCheck(got, ref, w.tol);
+    row.maxAbsDiff = check.maxAbsDiff;
+    if (!check.ok) {
+      notes.push(`MISMATCH, not timed: ${check.why}`);
+    } else {
+      const timing = w.timing ?? TIMING;
+      // Only the model workloads (their own timing) have rows this slow; elsewhere a slow
+      // cross-check run is the first call's compile on a busy machine, not the work.
+      const slow = w.timing !== undefined && checkMs > SLOW_RUN_MS;
+      if (slow && c.warm) {
+        row.timing = summarize([checkMs]);
+        notes.push("timed by its cross-check run (slow)");
+      } else if (slow) {
+        row.timing = await measure(run, { warmup: 0, budgetMs: 0, minRuns: 1, maxRuns: 1 });
+        notes.push("one timed run (slow)");
+      } else {
+        row.timing = await measure(run, timing);
       }
-      row.timing = await measure(run, w.timing ?? TIMING);
-      if (w.noteFor) row.note = w.noteFor(row.timing.medianMs);
-    } catch (e) {
-      row.note = e instanceof Skip ? `skipped: ${e.message}` : `error: ${message(e)}`;
+      if (w.noteFor) notes.unshift(w.noteFor(row.timing.medianMs));
     }
-    process.stderr.write(`  ${w.name}: ${c.runtime} done\n`);
+  } catch (e) {
+    notes.push(
+      e instanceof Skip
+        ? `skipped: ${e.message}`
+        : e instanceof NotTranslatable
+          ? `not translatable: ${e.message}`
+          : `error: ${message(e)}`,
+    );
   }
-  return result;
+  if (notes.length > 0) row.note = notes.join("; ");
+  return row;
 }
 
+/** What a child prints (after RESULT_MARK) as the last line of its stdout. */
+interface ChildOutput {
+  hash?: string;
+  rows?: Row[];
+  results?: WorkloadResult[];
+  /** How many candidates the group has (a child asked for one of them says). */
+  total?: number;
+}
+
+function printResult(out: ChildOutput): Promise<void> {
+  // Peers keep thread pools and handles open; exit once the line is out.
+  return new Promise(() => {
+    process.stdout.write(`${RESULT_MARK}${JSON.stringify(out)}\n`, () => process.exit(0));
+  });
+}
+
+async function childMain(group: string): Promise<void> {
+  if (group === "compile") {
+    await printResult({ results: await compileTimes() });
+    return;
+  }
+  if (!(GROUPS as readonly string[]).includes(group)) throw new Error(`unknown group ${group}`);
+  const g = group as Group;
+  const id = flag("workload");
+  const dir = flag("dir");
+  const entry = entries().find((e) => e.id === id);
+  if (entry === undefined || dir === undefined) {
+    throw new Error(`bench child: needs --workload (one of the ids) and --dir, got ${id}`);
+  }
+  const w = entry.make();
+  const ref = readF32(join(dir, REF_FILE));
+  let plan: ChildPlan;
+  try {
+    plan = await w.plan(g, dir);
+  } catch (e) {
+    const note = e instanceof Skip ? `skipped: ${e.message}` : `error: ${message(e)}`;
+    await printResult({ hash: "", rows: [{ runtime: groupRuntime(g), note }] });
+    return;
+  }
+  const rows: Row[] = [];
+  // `--candidate i`: only the i-th (the Kiln group runs each of its modes in its own process,
+  // so one mode's heap and JIT state never weigh on the next mode's timings).
+  const only = flag("candidate");
+  const chosen =
+    only === undefined ? plan.candidates : plan.candidates.filter((_, i) => i === Number(only));
+  for (const c of chosen) {
+    rows.push(jsonRow(await runCandidate(w, c, ref)));
+    process.stderr.write(`  ${w.name}: ${c.runtime} done\n`);
+  }
+  await printResult({ hash: plan.hash, rows, total: plan.candidates.length });
+}
+
+/** Runs this script as a child; its result, or why there is none, in words. */
+function runChild(args: string[]): Promise<{ out?: ChildOutput; error?: string }> {
+  return new Promise((done) => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", SELF, ...args, ...(QUICK ? ["--quick"] : [])],
+      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let errTail = "";
+    let timedOut = false;
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      process.stderr.write(d);
+      errTail = (errTail + d).slice(-4000);
+    });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, CHILD_TIMEOUT_MS);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      const line = stdout.split("\n").find((l) => l.startsWith(RESULT_MARK));
+      if (line !== undefined) {
+        try {
+          done({ out: JSON.parse(line.slice(RESULT_MARK.length)) as ChildOutput });
+          return;
+        } catch (e) {
+          done({ error: `printed a result that is not JSON (${message(e)})` });
+          return;
+        }
+      }
+      const last = errTail.trim().split("\n").filter((l) => l.trim() !== "").pop() ?? "";
+      done({
+        error: timedOut
+          ? `was stopped after ${CHILD_TIMEOUT_MS / 1000} s`
+          : `exited with ${code ?? signal} and no result${last ? `: ${last.trim()}` : ""}`,
+      });
+    });
+  });
+}
+
+/** Builds the reference, runs every group's child, and merges their rows. */
+async function runWorkload(e: WorkloadEntry): Promise<[WorkloadResult, string]> {
+  const w = e.make();
+  const result: WorkloadResult = { name: w.name, baseline: w.baseline ?? BASELINE, rows: [] };
+  if (w.unit !== undefined) result.unit = w.unit;
+  if (w.work !== undefined) result.work = w.work;
+  const dir = mkdtempSync(join(tmpdir(), "kiln-bench-peers-"));
+  try {
+    let hash: string;
+    try {
+      hash = await w.prepare(dir);
+    } catch (err) {
+      const note = `error: the reference failed: ${message(err)}`;
+      result.rows.push({ runtime: "reference", note });
+      return [result, ""];
+    }
+    const runs: { g: Group; candidate?: number }[] = activeGroups().map((g) => ({ g }));
+    for (let k = 0; k < runs.length; k++) {
+      const { g, candidate } = runs[k]!;
+      const args = ["--child", g, "--workload", e.id, "--dir", dir];
+      // Kiln's modes each get a process too: the first child runs mode 0 and says how many
+      // there are; the others follow it.
+      const split = g === "kiln";
+      const r = await runChild(split ? [...args, "--candidate", String(candidate ?? 0)] : args);
+      if (split && candidate === undefined) {
+        const more = Array.from({ length: Math.max(0, (r.out?.total ?? 1) - 1) }, (_, i) => ({
+          g,
+          candidate: i + 1,
+        }));
+        runs.splice(k + 1, 0, ...more);
+      }
+      const rows = r.out?.rows;
+      if (rows === undefined) {
+        result.rows.push({ runtime: groupRuntime(g), note: `error: its process ${r.error}` });
+        continue;
+      }
+      if (r.out?.hash !== hash && r.out?.hash !== "") {
+        for (const row of rows) {
+          delete row.timing;
+          row.note =
+            `not compared: its inputs differ from the parent's (hash ` +
+            `${String(r.out?.hash).slice(0, 12)}, expected ${hash.slice(0, 12)})`;
+        }
+      }
+      result.rows.push(...rows);
+    }
+    return [result, hash];
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 function machine(): Record<string, string | number> {
   const info = readFileSafe("/proc/cpuinfo");
   const model = /model name\s*:\s*(.*)/.exec(info)?.[1] ?? cpus()[0]?.model ?? "unknown";
@@ -1219,47 +2030,63 @@ function gitCommit(): string {
 }
 
 async function main(): Promise<void> {
+  if (CHILD !== undefined) {
+    try {
+      await childMain(CHILD);
+    } catch (e) {
+      // One line, last on stderr: the parent quotes it in the row.
+      process.stderr.write(`bench child ${CHILD}: ${message(e)}\n`);
+      process.exit(1);
+    }
+    return;
+  }
   const started = performance.now();
-  const peers = await loadPeers();
-  const sizes = QUICK ? [256, 512] : [256, 512, 1024];
-  const ewN = QUICK ? 1 << 20 : 4 << 20;
-  const all: [string, () => Workload][] = [
-    ...sizes.map((n): [string, () => Workload] => ["matmul", () => matmulWorkload(peers, n)]),
-    ["elementwise", () => elementwiseWorkload(peers, ewN)],
-    ["mlp", () => mlpWorkload(peers, 64, [784, 1024, 1024, 10])],
-    ["block", () => blockWorkload(peers, 128)],
-    ["gpt2", gpt2Workload],
-    ["bert", bertWorkload],
-    ["resnet", resnetWorkload],
-    ["generate", generateWorkload],
-  ];
+  const { versions, missing } = peerVersions();
   const results: WorkloadResult[] = [];
-  for (const [kind, make] of all) {
-    if (ONLY && !ONLY.includes(kind)) continue;
-    const r = await runWorkload(make());
+  const hashes: Record<string, string> = {};
+  for (const e of entries()) {
+    if (ONLY && !ONLY.includes(e.kind)) continue;
+    const [r, hash] = await runWorkload(e);
     results.push(r);
+    hashes[r.name] = hash;
     console.log(`\n${textTable(r)}`);
   }
   if (!ONLY || ONLY.includes("compile")) {
-    for (const r of await compileTimes()) {
-      results.push(r);
-      console.log(`\n${textTable(r)}`);
+    const r = await runChild(["--child", "compile"]);
+    const compiled = r.out?.results ?? [
+      {
+        name: "compile time (js)",
+        baseline: COLD,
+        rows: [{ runtime: COLD, note: `error: its process ${r.error}` }],
+      },
+    ];
+    for (const c of compiled) {
+      results.push(c);
+      console.log(`\n${textTable(c)}`);
     }
   }
   const m = machine();
   const ceil = await ceiling(QUICK);
   console.log(`\nthis CPU's ceiling: ${JSON.stringify(ceil)}`);
+  const method =
+    "one child process per runtime group per workload (Kiln and plain JS; tfjs cpu; tfjs " +
+    "wasm; onnxruntime-node 1 thread; onnxruntime-node all threads; jax-js); the parent " +
+    "builds the reference once and checks every child's inputs hash";
   const report = {
     date: new Date().toISOString(),
     mode: QUICK ? "quick" : "full",
+    method,
     machine: m,
     ceiling: ceil,
-    versions: peers.versions,
-    missingPeers: peers.missing,
+    versions,
+    missingPeers: missing,
     timing: TIMING,
+    modelTiming: MODEL_TIMING,
+    slowRunMs: SLOW_RUN_MS,
     baseline: BASELINE,
     workloads: results.map((w) => ({
       ...w,
+      ...(hashes[w.name] ? { inputsHash: hashes[w.name] } : {}),
       rows: w.rows.map((r) => ({ ...r, rate: rate(w, r), ratio: ratio(w, r) })),
     })),
     seconds: (performance.now() - started) / 1000,
@@ -1270,14 +2097,15 @@ async function main(): Promise<void> {
     "# Kiln side-by-side benchmarks — latest run",
     "",
     `Written by \`bench/peers/run.ts\` (${report.mode} mode) on ${report.date}, in ` +
-      `${report.seconds.toFixed(0)} s. Ratios are median time / median time of ${BASELINE} ` +
-      "(above 1: slower than Kiln compiled). Spread is (p90 - p10) / median of the timed runs.",
+      `${report.seconds.toFixed(0)} s, ${method}. Ratios are median time / median time of ` +
+      `the table's baseline (${BASELINE} unless the title says otherwise; above 1: slower). ` +
+      "Spread is (p90 - p10) / median of the timed runs.",
     "",
     "| machine | |",
     "| --- | --- |",
     ...Object.entries(m).map(([k, v]) => `| ${k} | ${v} |`),
-    ...Object.entries(peers.versions).map(([k, v]) => `| ${k} | ${v} |`),
-    ...Object.entries(peers.missing).map(([k, v]) => `| ${k} | missing: ${v} |`),
+    ...Object.entries(versions).map(([k, v]) => `| ${k} | ${v} |`),
+    ...Object.entries(missing).map(([k, v]) => `| ${k} | missing: ${v} |`),
     "",
     "| this CPU's ceiling | |",
     "| --- | --- |",
