@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compile } from "../../compiler/index.ts";
 import { DynamicShapeError, markDynamic } from "../../compiler/dynamic.ts";
-import { flatten } from "../../compiler/pytree.ts";
 import createBert, { inputs as bertInputs } from "../../models/bert.ts";
 import createGpt2, {
   type GPT2Output,
@@ -24,29 +23,12 @@ import {
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
 import { readFileSync } from "node:fs";
 import * as sizes from "./fixtures/sizes.ts";
+import { expectTreeClose } from "./fixtures/close.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
 
-const TOL = 1e-5;
 
-function expectTreeClose(actual: unknown, expected: unknown): void {
-  const a = flatten(actual);
-  const e = flatten(expected);
-  expect(a.spec).toEqual(e.spec);
-  for (const [i, l] of a.leaves.entries()) {
-    const tx = l.value as Tensor;
-    const ty = e.leaves[i]!.value as Tensor;
-    expect(tx.shape).toEqual(ty.shape);
-    const dx = tx.to("float32").data() as Float32Array;
-    const dy = ty.to("float32").data() as Float32Array;
-    let worst = 0;
-    for (let k = 0; k < dx.length; k++) {
-      worst = Math.max(worst, Math.abs(dx[k]! - dy[k]!) / (1 + Math.abs(dy[k]!)));
-    }
-    expect(worst).toBeLessThanOrEqual(TOL);
-  }
-}
 
 /** pow2 bucket index of a size (sizes 0 and 1 are their own). */
 function pow2Bucket(n: number): number {

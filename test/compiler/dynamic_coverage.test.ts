@@ -12,9 +12,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compile } from "../../compiler/index.ts";
 import { coverageUnavailable, TraceCoverage, type SourcePoint } from "../../compiler/coverage.ts";
-import { flatten } from "../../compiler/pytree.ts";
 import { nn, randn, type Tensor } from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+import { expectTreeClose as expectClose } from "./fixtures/close.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
@@ -37,21 +37,6 @@ function point(tag: string, text: string): SourcePoint {
   return { file: FILE, line: l, column, text };
 }
 
-function expectClose(actual: unknown, expected: unknown): void {
-  const a = flatten(actual);
-  const e = flatten(expected);
-  expect(a.spec).toEqual(e.spec);
-  for (const [i, leaf] of a.leaves.entries()) {
-    const x = leaf.value as Tensor;
-    const y = e.leaves[i]!.value as Tensor;
-    expect(x.shape).toEqual(y.shape);
-    const dx = x.data() as Float32Array;
-    const dy = y.data() as Float32Array;
-    for (let k = 0; k < dx.length; k++) {
-      expect(Math.abs(dx[k]! - dy[k]!)).toBeLessThanOrEqual(1e-5 * (1 + Math.abs(dy[k]!)));
-    }
-  }
-}
 
 /** Whether this run can record coverage (not under `vitest --coverage`, NODE_V8_COVERAGE...). */
 const recording = coverageUnavailable() === undefined;

@@ -8,39 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compile } from "../../compiler/index.ts";
 import { getModel, gpt2, zoo } from "../../models/index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
-import { manualSeed, type Tensor } from "../../index.ts";
-import { flatten } from "../../compiler/pytree.ts";
+import { manualSeed } from "../../index.ts";
+import { expectTreeClose as expectClose } from "./fixtures/close.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
 
 /** Float tolerance: the compiled program fuses and reorders float32 arithmetic. */
 const TOL = 2e-4;
+const expectTreeClose = (actual: unknown, expected: unknown) => expectClose(actual, expected, TOL);
 
-function expectTreeClose(actual: unknown, expected: unknown): void {
-  const a = flatten(actual);
-  const e = flatten(expected);
-  expect(a.spec).toEqual(e.spec);
-  for (const [i, l] of a.leaves.entries()) {
-    const x = l.value;
-    const y = e.leaves[i]!.value;
-    if (l.kind !== "tensor") {
-      expect(x).toEqual(y);
-      continue;
-    }
-    const tx = x as Tensor;
-    const ty = y as Tensor;
-    expect(tx.dtype).toBe(ty.dtype);
-    expect(tx.shape).toEqual(ty.shape);
-    const dx = tx.to("float32").data() as Float32Array;
-    const dy = ty.to("float32").data() as Float32Array;
-    let worst = 0;
-    for (let k = 0; k < dx.length; k++) {
-      worst = Math.max(worst, Math.abs(dx[k]! - dy[k]!) / (1 + Math.abs(dy[k]!)));
-    }
-    expect(worst).toBeLessThanOrEqual(TOL);
-  }
-}
 
 /** A size spec one step bigger in the model's first size that is not the batch. */
 function biggerSpec(name: string): Record<string, number> | undefined {
