@@ -139,7 +139,10 @@ export class ModuleGen implements KernelCtx {
       let acc: (string | undefined)[] | undefined;
       let ok = true;
       for (const u of I.users) {
-        const d = demandOf(u, I, eff(u));
+        // A float dot with a reduction hint contracts only up to it (contractLimit).
+        const contract =
+          u.opcode === "dot" && isFloatT(arrayOf(u).type) ? this.reduceLimits(u, u) : undefined;
+        const d = demandOf(u, I, eff(u), contract);
         if (!d) {
           ok = false;
           break;
@@ -708,7 +711,9 @@ function demandOf(
   u: Instruction,
   I: Instruction,
   lu: readonly (string | undefined)[] | undefined,
+  contract?: readonly (string | undefined)[],
 ): (string | undefined)[] | undefined {
+  if (u.opcode === "dot") return dotDemand(u, I, lu, contract);
   if (!lu || u.shape.kind !== "array") return undefined;
   const dims = arrayOf(I).dims;
   const uDims = u.shape.dims;
@@ -725,24 +730,6 @@ function demandOf(
       const half = u.operands.length / 2;
       if (half !== 1 || u.operand(1) === I) return undefined;
       return rows(u.attrs.dimensions!, true);
-    }
-    case "dot": {
-      const lim = dotLimits(u, lu);
-      if (!lim || u.operand(0) === u.operand(1)) return undefined;
-      const dn = u.attrs.dot!;
-      const side = u.operand(0) === I ? 0 : 1;
-      const rank = dims.length;
-      const used = side === 0 ? [...dn.lhsBatch, ...dn.lhsContracting]
-        : [...dn.rhsBatch, ...dn.rhsContracting];
-      const free = Array.from({ length: rank }, (_, d) => d).filter((d) => !used.includes(d));
-      const first = dn.lhsBatch.length + (side === 0 ? 0 : countFree(u, 0));
-      const out: (string | undefined)[] = dims.map(() => undefined);
-      // Only the one dim dotLimits cut along (the others are computed whole).
-      const limitedAt = free.map((_, k) => first + k).filter((o) => lu[o] !== undefined);
-      if (limitedAt.length !== 1) return out;
-      const o = limitedAt[0]!;
-      if ((side === 0 ? lim.m : lim.n).includes(lu[o]!)) out[free[o - first]!] = lu[o];
-      return out;
     }
     case "fusion": {
       const comp = u.called[0]!;
@@ -776,6 +763,43 @@ function demandOf(
     default:
       return undefined;
   }
+}
+
+/**
+ * What part of operand `I` a dot reads: the lhs rows and rhs columns it computes (dotLimits of
+ * its own limits `lu`), and the contracting positions up to its reduction hint (`contract`,
+ * over the lhs dims, as contractLimit applies it); the rest whole.
+ */
+function dotDemand(
+  u: Instruction,
+  I: Instruction,
+  lu: readonly (string | undefined)[] | undefined,
+  contract: readonly (string | undefined)[] | undefined,
+): (string | undefined)[] | undefined {
+  if (u.operand(0) === u.operand(1)) return undefined;
+  const dims = arrayOf(I).dims;
+  const dn = u.attrs.dot!;
+  const side = u.operand(0) === I ? 0 : 1;
+  const out: (string | undefined)[] = dims.map(() => undefined);
+  const lim = lu ? dotLimits(u, lu) : undefined;
+  if (lu && lim) {
+    const used = side === 0 ? [...dn.lhsBatch, ...dn.lhsContracting]
+      : [...dn.rhsBatch, ...dn.rhsContracting];
+    const free = dims.map((_, d) => d).filter((d) => !used.includes(d));
+    const first = dn.lhsBatch.length + (side === 0 ? 0 : countFree(u, 0));
+    // Only the one dim dotLimits cut along (the others are computed whole).
+    const limitedAt = free.map((_, k) => first + k).filter((o) => lu[o] !== undefined);
+    if (limitedAt.length === 1) {
+      const o = limitedAt[0]!;
+      if ((side === 0 ? lim.m : lim.n).includes(lu[o]!)) out[free[o - first]!] = lu[o];
+    }
+  }
+  if (contract && contractLimit(u, contract) !== undefined) {
+    const j = dn.lhsContracting.findIndex((d) => contract[d] !== undefined);
+    const mine = side === 0 ? dn.lhsContracting[j]! : dn.rhsContracting[j]!;
+    out[mine] = contract[dn.lhsContracting[j]!];
+  }
+  return out;
 }
 
 /**
