@@ -901,3 +901,50 @@ export function toFloat32(data: ArrayLike<number | bigint>): Float32Array {
 }
 
 export { prod, range };
+
+/**
+ * The TranslatedFn both tensor peers return: `upload` puts one input on the peer (checked
+ * against the module's parameter first), `run` runs the translated program on uploaded inputs.
+ * A plain call uploads, runs and frees; `prepare` uploads once for many runs.
+ */
+export function translatedFn<H extends { dispose(): void }>(
+  name: string,
+  lowered: Lowered,
+  upload: (a: InputArray, p: { type: PeerType; dims: number[] }, what: string) => H,
+  run: (xs: readonly H[]) => Float32Array[],
+  dispose: () => void,
+): TranslatedFn {
+  const uploadAll = (inputs: readonly InputArray[]): H[] => {
+    if (inputs.length !== lowered.params.length) {
+      throw new Error(`${name}: ${lowered.params.length} inputs expected, got ${inputs.length}`);
+    }
+    return inputs.map((a, i) => {
+      const p = lowered.params[i]!;
+      checkInput(a, p, i);
+      return upload(a, p, `input ${i}`);
+    });
+  };
+  const fn = (inputs: readonly InputArray[]): Float32Array[] => {
+    const xs = uploadAll(inputs);
+    try {
+      return run(xs);
+    } finally {
+      for (const x of xs) x.dispose();
+    }
+  };
+  const prepare = (inputs: readonly InputArray[]): PreparedRun => {
+    const xs = uploadAll(inputs);
+    return {
+      run: () => run(xs),
+      set(i, a) {
+        const p = lowered.params[i];
+        if (!p) throw new Error(`${name}: no input ${i}`);
+        checkInput(a, p, i);
+        xs[i]!.dispose();
+        xs[i] = upload(a, p, `input ${i}`);
+      },
+      dispose: () => xs.forEach((x) => x.dispose()),
+    };
+  };
+  return Object.assign(fn, { prepare, dispose });
+}

@@ -8,16 +8,15 @@
 
 import type { Module } from "../../ir/module.ts";
 import {
-  checkInput,
   type HostArray,
   type InputArray,
   int32View,
   lowerModule,
   type PeerOps,
   type PeerType,
-  type PreparedRun,
   toFloat32,
   type TranslatedFn,
+  translatedFn,
 } from "./hlo_common.ts";
 
 /** The little of a jax-js array the translation uses. */
@@ -278,40 +277,13 @@ export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
     // dataSync() consumes the array (jax-js disposes it after reading).
     return jitted(...inputs.map((x) => x.ref)).map((y) => toFloat32(y.dataSync()));
   };
-  const uploadAll = (inputs: readonly InputArray[]): A[] => {
-    if (inputs.length !== lowered.params.length) {
-      throw new Error(`${module.name}: ${lowered.params.length} inputs expected, ` +
-        `got ${inputs.length}`);
-    }
-    return inputs.map((a, i) => {
-      const p = lowered.params[i]!;
-      checkInput(a, p, i);
-      return upload(a, p.type, p.dims, `input ${i}`);
-    });
-  };
-  const fn = (inputs: readonly InputArray[]): Float32Array[] => {
-    const xs = uploadAll(inputs);
-    try {
-      return run(xs);
-    } finally {
-      for (const x of xs) x.dispose();
-    }
-  };
-  const prepare = (inputs: readonly InputArray[]): PreparedRun => {
-    const xs = uploadAll(inputs);
-    return {
-      run: () => run(xs),
-      set(i, a) {
-        const p = lowered.params[i];
-        if (!p) throw new Error(`${module.name}: no input ${i}`);
-        checkInput(a, p, i);
-        xs[i]!.dispose();
-        xs[i] = upload(a, p.type, p.dims, `input ${i}`);
-      },
-      dispose: () => xs.forEach((x) => x.dispose()),
-    };
-  };
-  return Object.assign(fn, { prepare, dispose: () => jitted.dispose() });
+  return translatedFn(
+    module.name,
+    lowered,
+    (a, p, what) => upload(a, p.type, p.dims, what),
+    run,
+    () => jitted.dispose(),
+  );
 }
 
 /** `value` on the padding of a `dims` array padded by `pads`, 0 inside. */

@@ -8,17 +8,16 @@
 
 import type { Module } from "../../ir/module.ts";
 import {
-  checkInput,
   type HostArray,
   type InputArray,
   int32View,
   lowerModule,
   type PeerOps,
   type PeerType,
-  type PreparedRun,
   prod,
   toFloat32,
   type TranslatedFn,
+  translatedFn,
   TranslateError,
   type UnaryKind,
 } from "./hlo_common.ts";
@@ -311,44 +310,14 @@ export function hloToTfjs(tf: TfNamespace, module: Module): TranslatedFn {
       for (const y of outs) y.dispose();
     }
   };
-  const uploadAll = (inputs: readonly InputArray[]): T[] => {
-    if (inputs.length !== lowered.params.length) {
-      throw new Error(`${module.name}: ${lowered.params.length} inputs expected, ` +
-        `got ${inputs.length}`);
-    }
-    return inputs.map((a, i) => {
-      const p = lowered.params[i]!;
-      checkInput(a, p, i);
-      return upload(tf, a, p.type, p.dims, `input ${i}`);
-    });
-  };
-  const fn = (inputs: readonly InputArray[]): Float32Array[] => {
-    const ts = uploadAll(inputs);
-    try {
-      return run(ts);
-    } finally {
-      for (const t of ts) t.dispose();
-    }
-  };
-  const prepare = (inputs: readonly InputArray[]): PreparedRun => {
-    const ts = uploadAll(inputs);
-    return {
-      run: () => run(ts),
-      set(i, a) {
-        const p = lowered.params[i];
-        if (!p) throw new Error(`${module.name}: no input ${i}`);
-        checkInput(a, p, i);
-        ts[i]!.dispose();
-        ts[i] = upload(tf, a, p.type, p.dims, `input ${i}`);
-      },
-      dispose: () => ts.forEach((t) => t.dispose()),
-    };
-  };
-  return Object.assign(fn, {
-    prepare,
-    dispose() {
+  return translatedFn(
+    module.name,
+    lowered,
+    (a, p, what) => upload(tf, a, p.type, p.dims, what),
+    run,
+    () => {
       for (const t of constants.values()) t.dispose();
       constants.clear();
     },
-  });
+  );
 }
