@@ -88,6 +88,8 @@ export function hasDynamicDims(module: Module): boolean {
   return reachable(module).some((c) => c.instructions.some((i) => isDynamic(i.shape)));
 }
 
+const signatures = new WeakMap<Module, PaddedSignature>();
+
 export function paddedSignature(module: Module): PaddedSignature {
   const params = module.entry.parameters.map((p) => p.shape);
   const result = module.entry.root.shape;
@@ -523,7 +525,10 @@ export function runPadded(
   args: readonly EvalValue[],
   options: RunPaddedOptions = {},
 ): EvalValue {
-  const sig = paddedSignature(module);
+  // Per call: the signature walks the whole module, so it is computed once per module (a
+  // module handed to runPadded is the program's description and is not changed afterwards).
+  let sig = signatures.get(module);
+  if (!sig) signatures.set(module, (sig = paddedSignature(module)));
   if (!sig.padded) return exe.run(args);
   if (args.length !== sig.params.length) {
     throw new Error(
