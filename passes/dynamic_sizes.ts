@@ -5,6 +5,7 @@
 // through the builder (so every emitted instruction is shape-checked). Constants and masks are
 // made once per computation: a softmax over a dynamic dim masks twice with the same predicate.
 
+import { reducerIdentityValue } from "../ir/element_types.ts";
 import type { WindowDim } from "../ir/attributes.ts";
 import type { ComputationBuilder } from "../ir/builder.ts";
 import type { ScalarValue } from "../ir/literal.ts";
@@ -13,7 +14,6 @@ import {
   arrayShape,
   type ArrayShape,
   type ElementType,
-  isFloatType,
   type Shape,
   tupleShape,
 } from "../ir/shape.ts";
@@ -151,35 +151,7 @@ export function sizesFrom(
 
 /** The identity element of a float/int/pred type for one reducer opcode, if it has one. */
 export function identityFor(opcode: string, t: ElementType): ScalarValue | undefined {
-  const float = isFloatType(t);
-  switch (opcode) {
-    case "add":
-      // -0 is the exact identity of float addition (x + -0 is x for every x, -0 included).
-      if (float) return -0;
-      return t === "s64" ? 0n : t === "pred" ? undefined : 0;
-    case "multiply":
-      if (t === "pred") return undefined;
-      return t === "s64" ? 1n : 1;
-    case "maximum":
-      if (float) return -Infinity;
-      return pick(t, { s32: -2147483648, s64: -(2n ** 63n), u8: 0, pred: false });
-    case "minimum":
-      if (float) return Infinity;
-      return pick(t, { s32: 2147483647, s64: 2n ** 63n - 1n, u8: 255, pred: true });
-    case "and":
-      if (float) return undefined;
-      return pick(t, { s32: -1, s64: -1n, u8: 255, pred: true });
-    case "or":
-    case "xor":
-      if (float) return undefined;
-      return pick(t, { s32: 0, s64: 0n, u8: 0, pred: false });
-    default:
-      return undefined;
-  }
-}
-
-function pick(t: ElementType, table: Partial<Record<ElementType, ScalarValue>>) {
-  return table[t];
+  return reducerIdentityValue(opcode, t);
 }
 
 /** Appends instructions to one rewritten computation, with per-computation caches. */

@@ -6,6 +6,7 @@
 // so neither is here. Each rule's comment says why it is exact. Rules that move data across
 // bounded dynamic dims only fire on static shapes, where the evaluator's sizes are the bounds.
 
+import { reducerIdentity } from "../ir/element_types.ts";
 import type { ComputationBuilder } from "../ir/builder.ts";
 import type { DotDimensionNumbers, SliceDim } from "../ir/attributes.ts";
 import { scalarLiteral } from "../ir/literal.ts";
@@ -109,32 +110,6 @@ function foldPerm(
   return { batch: batch.map((d) => perm[d]!), contracting: contracting.map((d) => perm[d]!) };
 }
 
-/**
- * The init value `e` of a one-op reducer with op(e, x) == op(x, e) == x bit for bit for every x
- * (so reducing one element returns it), or undefined when the reducer is not such an op.
- */
-function reducerIdentity(op: Opcode, t: ElementType): number | undefined {
-  const float = t === "f32" || t === "f16" || t === "bf16";
-  switch (op) {
-    case "add":
-    case "or":
-    case "xor":
-      return float ? (op === "add" ? -0 : undefined) : 0;
-    case "multiply":
-      return 1;
-    case "and":
-      return float ? undefined : t === "pred" ? 1 : t === "u8" ? 255 : -1;
-    case "maximum":
-      if (float) return -Infinity;
-      return t === "s32" ? -2147483648 : t === "pred" || t === "u8" ? 0 : undefined;
-    case "minimum":
-      if (float) return Infinity;
-      return t === "s32" ? 2147483647 : t === "pred" ? 1 : t === "u8" ? 255 : undefined;
-    default:
-      return undefined;
-  }
-}
-
 /** The binary opcode a reducer computation applies to its two scalar parameters, if that is all. */
 function simpleReducerOp(i: Instruction): Opcode | undefined {
   const c = i.called[0];
@@ -148,12 +123,6 @@ function simpleReducerOp(i: Instruction): Opcode | undefined {
 }
 
 /** For s64 the identities of max/min do not fit a JS number; compare as bigints. */
-function isS64Extreme(init: Instruction, op: Opcode): boolean {
-  const v = splatValue(init);
-  if (typeof v !== "bigint") return false;
-  return op === "maximum" ? v === -(2n ** 63n) : op === "minimum" ? v === 2n ** 63n - 1n : false;
-}
-
 // ---- the rules -----------------------------------------------------------------------------
 
 export const RULES: readonly Rule[] = [
@@ -371,8 +340,7 @@ export const RULES: readonly Rule[] = [
     if (!xs || !op || !isStatic(xs) || !isStatic(i.shape)) return undefined;
     if (!(i.attrs.dimensions ?? []).every((d) => xs.dims[d] === 1)) return undefined;
     const e = reducerIdentity(op, xs.type);
-    const exact = e !== undefined ? isSplatOf(init, e) : isS64Extreme(init, op);
-    if (!exact) return undefined;
+    if (e === undefined || !isSplatOf(init, e)) return undefined;
     return same(i, x) ?? b.reshape(x, dimsOf(i));
   }),
 

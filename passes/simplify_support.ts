@@ -109,9 +109,10 @@ export function splatValue(i: Instruction): number | bigint | undefined {
  * True when every element of `i` is exactly `v` (floats compare with Object.is, so the sign of
  * zero matters; pred holds 0/1; s64 values compare as integers).
  */
-export function isSplatOf(i: Instruction, v: number): boolean {
+export function isSplatOf(i: Instruction, v: number | bigint): boolean {
   const s = splatValue(i);
   if (s === undefined) return false;
+  if (typeof v === "bigint") return typeof s === "bigint" ? s === v : false;
   if (typeof s === "bigint") return Number.isInteger(v) && s === BigInt(v);
   return Object.is(s, v);
 }
