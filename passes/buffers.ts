@@ -14,6 +14,7 @@ import type { Computation, Instruction, Module } from "../ir/module.ts";
 import { OPCODE_INFO } from "../ir/opcodes.ts";
 import {
   type ArrayShape,
+  type ElementType,
   elementByteSize,
   elementCount,
   sameDims,
@@ -30,6 +31,16 @@ export interface BufferOptions {
   inPlace?: boolean;
   /** The heap-simulation heuristics to try, in order (default: all of HEAP_HEURISTICS). */
   heuristics?: readonly HeapHeuristic[];
+  /**
+   * Bytes per element of a type (default: as XLA stores it, elementByteSize). A backend whose
+   * storage differs (the Literals' f16 and bf16 are Float32Arrays) plans with its own.
+   */
+  elementBytes?: (t: ElementType) => number;
+  /**
+   * reshape and copy results are views of their operand's buffer (row-major storage does not
+   * change), so they take no memory of their own and keep the operand alive (default false).
+   */
+  views?: boolean;
 }
 
 /** Where a buffer's bytes live: the arena, the caller's argument, or the program's constants. */
@@ -76,7 +87,9 @@ export interface InPlaceUpdate {
   readonly buffer: LogicalBuffer;
 }
 
-type Tree = LogicalBuffer | Tree[];
+/** The buffers of a value: one for an array, a tree for a tuple (aliases resolved). */
+export type BufferTree = LogicalBuffer | BufferTree[];
+type Tree = BufferTree;
 
 type MutableBuffer = { -readonly [K in keyof LogicalBuffer]: LogicalBuffer[K] };
 
@@ -124,6 +137,15 @@ export class BufferAssignment {
     this.heuristic = init.heuristic;
     this.alignment = init.alignment;
     this.trees = init.trees;
+  }
+
+  /** The buffers of an instruction's value (a tree for a tuple); aliases resolved. */
+  treeOf(instr: Instruction): BufferTree {
+    const t = this.trees.get(instr);
+    if (t === undefined) {
+      throw new Error(`buffer assignment: %${instr.name} is not in '${this.computation.name}'`);
+    }
+    return t;
   }
 
   /** The buffer of an array value, or of the tuple leaf at `index`; aliases resolved. */
@@ -230,7 +252,7 @@ export function assignComputationBuffers(
     if (shape.kind === "tuple") {
       return shape.elements.map((e, k) => define(instr, e, [...index, k], kind));
     }
-    const bytes = elementCount(shape) * elementByteSize(shape.type);
+    const bytes = elementCount(shape) * (options.elementBytes ?? elementByteSize)(shape.type);
     const b: MutableBuffer = {
       id: buffers.length,
       instruction: instr,
@@ -261,6 +283,14 @@ export function assignComputationBuffers(
         break;
       case "tuple":
         t = instr.operands.map((o) => trees.get(o)!);
+        break;
+      case "reshape":
+      case "copy":
+        if (options.views && instr.shape.kind === "array") {
+          t = trees.get(instr.operand(0))!;
+          break;
+        }
+        t = define(instr, instr.shape, [], "arena");
         break;
       case "get-tuple-element": {
         const whole = trees.get(instr.operand(0))!;

@@ -1,8 +1,10 @@
-// The `js` backend: compiles a module to JavaScript source (runtime/js/codegen_program.ts and
-// the kernel generators next to it), instantiates it once with `new Function`, and runs it on
-// the Literals' typed arrays directly. Results are bit-identical to the reference evaluator
-// (ir/evaluate.ts). A module with bounded dynamic dims is compiled per distinct set of actual
-// argument dims (runtime/js/specialize.ts makes the static module; up to 32 are kept). What it
+// The `js` backend: the first renderer of the kernel layer. A module is lowered to its step
+// list (runtime/kernel/program.ts), rendered as JavaScript (render_program.ts, render_kernel.ts),
+// instantiated once with `new Function`, and run on the Literals' typed arrays; intermediates
+// live in one arena per executable, so a run allocates only its results. Results are
+// bit-identical to the reference evaluator (ir/evaluate.ts): the `exact` tier. A module with
+// bounded dynamic dims is compiled per distinct set of actual argument dims
+// (runtime/kernel/specialize.ts makes the static module; up to 32 are kept). What it
 // cannot run is rejected at compile time with an UnsupportedError naming the instruction:
 // custom-call, and set-dimension-size to a size that is computed (not known from the shapes).
 // Programs go to the on-disk program cache as their source plus recipes for the values it
@@ -17,7 +19,9 @@ import { isDynamic, type Shape, shapeToString } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import { log } from "../../util/log.ts";
 import { type Backend, type Executable, registerBackend, UnsupportedError } from "../backend.ts";
-import { ModuleGen } from "./codegen_program.ts";
+import { elementInfo } from "../../ir/element_types.ts";
+import { lowerProgram } from "../kernel/program.ts";
+import { renderJsProgram } from "./render_program.ts";
 import {
   checkModule,
   decodePayload,
@@ -26,7 +30,7 @@ import {
   type ProgramTable,
   type StaticProgram,
 } from "./payload.ts";
-import { shapesKey, specializeModule, valueShape as shapeOfValue } from "./specialize.ts";
+import { shapesKey, specializeModule, valueShape as shapeOfValue } from "../kernel/specialize.ts";
 
 /** An executable of the `js` backend, with the source it runs (for debugging). */
 export interface JsExecutable extends Executable {
@@ -34,7 +38,12 @@ export interface JsExecutable extends Executable {
 }
 
 type Runtime = LiteralData | Runtime[];
-type EntryFn = (...args: Runtime[]) => Runtime;
+/** What a program's source returns: the entry computation and its arena. */
+interface ProgramFns {
+  entry: (views: readonly LiteralData[], ...buffers: LiteralData[]) => void;
+  arenaBytes: number;
+  views: (arena: ArrayBuffer) => LiteralData[];
+}
 
 /** Computations reachable from the entry (the ones that will be compiled). */
 function reachable(module: Module): Computation[] {
@@ -107,26 +116,26 @@ function valueShape(v: EvalValue): string {
   return Array.isArray(v) ? `(${v.map(valueShape).join(", ")})` : `${v.type}[${v.dims.join(",")}]`;
 }
 
-function toRuntime(v: EvalValue, owned: Set<object>): Runtime {
-  if (Array.isArray(v)) return v.map((e) => toRuntime(e, owned));
-  owned.add(v.data);
-  return v.data;
+function leaves(v: EvalValue, out: LiteralData[]): void {
+  if (Array.isArray(v)) v.forEach((e) => leaves(e, out));
+  else out.push(v.data);
 }
 
-/** Wraps results as Literals; storage shared with an input or a constant is copied. */
-function fromRuntime(
-  r: Runtime,
-  s: Shape,
-  shared: ReadonlySet<object>,
-  constants: ReadonlySet<object>,
-): EvalValue {
+/** Fresh result buffers for a root shape, in leaf order. */
+function allocResults(s: Shape, out: LiteralData[]): void {
   if (s.kind === "tuple") {
-    const t = r as Runtime[];
-    return s.elements.map((e, i) => fromRuntime(t[i]!, e, shared, constants));
+    s.elements.forEach((e) => allocResults(e, out));
+    return;
   }
-  const data = r as LiteralData;
-  const copy = shared.has(data) || constants.has(data);
-  return new Literal(s.type, s.dims, copy ? data.slice() : data);
+  const n = s.dims.reduce((a, b) => a * b, 1);
+  const ctor = globalThis[elementInfo(s.type).storage] as unknown as new (n: number) => LiteralData;
+  out.push(new ctor(n));
+}
+
+/** The results as the root's value tree. */
+function resultValue(s: Shape, bufs: readonly LiteralData[], at: { i: number }): EvalValue {
+  if (s.kind === "tuple") return s.elements.map((e) => resultValue(e, bufs, at));
+  return new Literal(s.type, s.dims, bufs[at.i++]!);
 }
 
 /**
@@ -137,9 +146,14 @@ export function jsSource(module: Module, argShapes?: readonly Shape[]): string {
   verifyModule(module);
   if (checkSupported(module)) {
     if (!argShapes) throw new Error("jsSource: a module with dynamic dims needs argument shapes");
-    return new ModuleGen(specializeModule(module, argShapes)).source();
+    return renderJs(specializeModule(module, argShapes)).source;
   }
-  return new ModuleGen(module).source();
+  return renderJs(module).source;
+}
+
+/** The step list of a static module rendered as JavaScript. */
+function renderJs(module: Module) {
+  return renderJsProgram(lowerProgram(module, { backend: "js" }));
 }
 
 function compileJs(module: Module): JsExecutable {
@@ -204,15 +218,15 @@ function argError(module: Module, i: number, v: EvalValue, problem: string): nev
 
 function compileStatic(module: Module): JsExecutable {
   const t0 = performance.now();
-  const gen = new ModuleGen(module);
-  const source = gen.source();
+  const gen = renderJs(module);
+  const source = gen.source;
   log("ir", () => `js source of module '${module.name}':\n${source}`);
   const program: StaticProgram = {
     params: module.entry.parameters.map((p) => p.shape),
     root: module.entry.root.shape,
     source,
     ext: gen.ext.values,
-    constants: gen.constants,
+    constants: new Set(),
   };
   const exe = instantiate(() => module, program);
   stored.set(exe, { kind: "compiled", table: gen.ext });
@@ -226,9 +240,11 @@ function compileStatic(module: Module): JsExecutable {
  * (a program loaded from the disk cache may not have decoded its module yet).
  */
 function instantiate(module: () => Module, program: StaticProgram): JsExecutable {
-  const { params, root, source, constants } = program;
-  const factory = new Function("ext", source) as (ext: readonly unknown[]) => EntryFn;
-  const entry = factory(program.ext);
+  const { params, root, source } = program;
+  const factory = new Function("ext", source) as (ext: readonly unknown[]) => ProgramFns;
+  const fns = factory(program.ext);
+  let views: LiteralData[] | undefined;
+  let busy = false;
   return {
     backend: "js",
     get module(): Module {
@@ -241,9 +257,22 @@ function instantiate(module: () => Module, program: StaticProgram): JsExecutable
         const problem = conformance(inputs[i]!, s);
         if (problem !== null) argError(module(), i, inputs[i]!, problem);
       });
-      const shared = new Set<object>();
-      const args = inputs.map((v) => toRuntime(v, shared));
-      return fromRuntime(entry(...args), root, shared, constants);
+      const args: LiteralData[] = [];
+      for (const v of inputs) leaves(v, args);
+      const results: LiteralData[] = [];
+      allocResults(root, results);
+      // One arena per executable; a nested run (never expected) gets its own.
+      const reentrant = busy;
+      const v = reentrant ? fns.views(new ArrayBuffer(fns.arenaBytes)) : (views ??= fns.views(
+        new ArrayBuffer(fns.arenaBytes),
+      ));
+      busy = true;
+      try {
+        fns.entry(v, ...args, ...results);
+      } finally {
+        if (!reentrant) busy = false;
+      }
+      return resultValue(root, results, { i: 0 });
     },
   };
 }

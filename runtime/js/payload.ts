@@ -45,14 +45,14 @@ import {
 } from "../../ir/shape.ts";
 import { conv, type ConvPlan } from "./kernels_conv.ts";
 import { dotFloat, dotInt, type DotPlan } from "./kernels_dot.ts";
-import { bitcastArray, clampF, clampI, clampIndex, convertArray } from "./runtime_lib.ts";
+import { bitcastArray, clampF, clampI } from "./runtime_lib.ts";
 
 /**
  * The version of the generated code's contract with this file: bump it whenever codegen
  * changes what a source means or what its table holds, so entries written by an older codegen
  * (same Kiln version, as in development) are rejected and recompiled instead of run.
  */
-export const JS_CODEGEN_VERSION = 2;
+export const JS_CODEGEN_VERSION = 3;
 
 const MAGIC = "KILNJSPG";
 /** magic, version, flags, three lengths. */
@@ -108,9 +108,7 @@ const LIB = {
   bitcastArray,
   clampF,
   clampI,
-  clampIndex,
   conv,
-  convertArray,
   dotFloat,
   dotInt,
   erf,

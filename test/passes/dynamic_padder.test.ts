@@ -29,7 +29,7 @@ import type { Executable } from "../../runtime/backend.ts";
 import { compileModule } from "../../runtime/compile.ts";
 import { interpreterBackend } from "../../runtime/interpreter.ts";
 import { jsBackend } from "../../runtime/js/backend.ts";
-import { codegenTesting } from "../../runtime/js/codegen_program.ts";
+import { codegenTesting } from "../../runtime/js/render_program.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
 
 // ---- helpers ---------------------------------------------------------------------------------

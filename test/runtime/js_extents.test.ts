@@ -9,7 +9,7 @@ import { compile } from "../../compiler/index.ts";
 import { INTERNALS } from "../../compiler/compile.ts";
 import { randn, type Tensor } from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
-import { codegenTesting } from "../../runtime/js/codegen_program.ts";
+import { codegenTesting } from "../../runtime/js/render_program.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));

@@ -1,9 +1,9 @@
-// Bounded dynamism for the `js` backend, by specialization: for the actual dims of a run's
+// Bounded dynamism by specialization (shared by the backends that compile static programs): for the actual dims of a run's
 // arguments, a static copy of the module is made in which every shape is the actual shape the
 // evaluator would compute (broadcast and reshape take their dynamic dims from the operand, a
 // full slice of a dynamic dim keeps its actual size, iota takes its bound, get-dimension-size
 // reads the now static dim, set-dimension-size to a size known from the shapes becomes a slice).
-// The js backend compiles one program per distinct set of argument dims. What cannot be known
+// A backend compiles one program per distinct set of argument dims. What cannot be known
 // from the argument dims is rejected with UnsupportedError naming the instruction: a
 // set-dimension-size to a computed size, a loop whose body changes the actual dims of its state,
 // conditional branches returning different actual dims.
@@ -23,8 +23,11 @@ import { bitcastConvertShape, inferShape } from "../../ir/shape_inference.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import { UnsupportedError } from "../backend.ts";
 
+/** The backend whose compile asked (for error messages); set by specializeModule. */
+let backendName = "js";
+
 function unsupported(instr: Instruction, detail: string): UnsupportedError {
-  return new UnsupportedError("js", detail, instr.name, instr.opcode);
+  return new UnsupportedError(backendName, detail, instr.name, instr.opcode);
 }
 
 /** The static shape of a runtime value (its actual dims). */
@@ -277,7 +280,12 @@ class Specializer {
 }
 
 /** A static module equivalent to `module` on arguments of exactly the shapes `args`. */
-export function specializeModule(module: Module, args: readonly Shape[]): Module {
+export function specializeModule(
+  module: Module,
+  args: readonly Shape[],
+  backend = "js",
+): Module {
+  backendName = backend;
   const sp = new Specializer(module);
   sp.out.entry = sp.computation(module.entry, args);
   verifyModule(sp.out);
