@@ -55,9 +55,6 @@ import {
   type DynamicOption,
   DynamicShapeError,
   dynamicMarks,
-  SizeBranchCheck,
-  type SizeBranchSite,
-  sizeBranchSites,
   outOfRange,
   policyName,
   resizeTensor,
@@ -72,6 +69,7 @@ import {
   pointText,
 } from "./dynamic_module.ts";
 import { readFreeVariables } from "./freevars.ts";
+import { type OracleCode, sizeBranchOracle, type SizeBranchQuestion } from "./size_oracle.ts";
 import { describeValue, type Guard, GuardSet, type GuardSpec } from "./guards.ts";
 import { flatten, formatPath, isContainer, type Leaf, type TreeSpec, unflatten } from "./pytree.ts";
 import {
@@ -378,15 +376,13 @@ export function compile(
   let lastTrace: TraceSummary | undefined;
 
   const getAnalysis = (): Analysis => (analysis ??= analyze(fn, model));
-  /** The code's branches on a size (each a reason to stay static), read from its source once. */
-  let sizeBranches: SizeBranchSite[] | string | undefined;
-  const getSizeBranches = (): SizeBranchSite[] | string =>
-    (sizeBranches ??= sizeBranchSites(
-      model ? undefined : fn,
-      model ? [model] : fixedFreeModules(getAnalysis(), fn).map(([, m]) => m),
-    ));
-  /** The size-branch check of the bucketed trace in progress (it may record V8's coverage). */
-  let sizeCheck: SizeBranchCheck | undefined;
+  const oracleCode: OracleCode = {
+    name,
+    fn: model ? undefined : fn,
+    modules: () => (model ? [model] : fixedFreeModules(getAnalysis(), fn).map(([, m]) => m)),
+  };
+  /** The size-branch question of the bucketed trace in progress (it may record coverage). */
+  let sizeCheck: SizeBranchQuestion | undefined;
 
   const lazyOptions = () => ({
     ...(options.backend !== undefined && { backend: options.backend }),
@@ -774,7 +770,7 @@ export function compile(
     const lazyBefore = lazyStats();
     const { spec, leaves } = flatten([...args]);
     const chosen = choosePlan(planDynamic(leaves));
-    sizeCheck = chosen ? new SizeBranchCheck(getSizeBranches(), name) : undefined;
+    sizeCheck = chosen ? sizeBranchOracle().ask(oracleCode) : undefined;
     const tracer = new Tracer(lazyOptions());
     const symLeaves = leaves.map((l) =>
       l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, pathText(l.path)) : l.value,
@@ -1115,7 +1111,7 @@ export function compile(
     try {
       return trace(args, settings, free);
     } finally {
-      sizeCheck?.stop();
+      sizeCheck?.close();
       sizeCheck = undefined;
     }
   }
