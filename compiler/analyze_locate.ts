@@ -110,6 +110,27 @@ export function urlToPath(url: string): string | undefined {
   return url.startsWith("/") ? url : undefined;
 }
 
+/** The files a source map's sources resolve to (undefined where one is not a file URL). */
+export function mapSourceFiles(map: SourceMap, info: ScriptInfo): (string | undefined)[] {
+  return map.payload.sources.map((source) => sourceFile(map, info, source));
+}
+
+/** The file a source of script `info`'s map names (its sourceRoot, then the script's URL). */
+function sourceFile(map: SourceMap, info: ScriptInfo, source: string): string | undefined {
+  const root = map.payload.sourceRoot;
+  const base = root ? safeUrl(root, info.url) : info.url;
+  const u = base === undefined ? undefined : safeUrl(source, base);
+  return u === undefined ? undefined : urlToPath(u);
+}
+
+function safeUrl(ref: string, base: string): string | undefined {
+  try {
+    return new URL(ref, base).href;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Base64 text (Buffer's lenient decoding where there is one, as Node reads maps). */
 function decodeBase64(body: string): string {
   const B = (globalThis as { Buffer?: typeof Buffer }).Buffer;
@@ -171,13 +192,7 @@ export function locateOriginal(fn: Function): OriginalLocation | undefined {
     if (isRecord(entry) && typeof entry["originalSource"] === "string") {
       const source = entry["originalSource"];
       const payload = map.payload;
-      const base = payload.sourceRoot ? new URL(payload.sourceRoot, info.url).href : info.url;
-      let file: string | undefined;
-      try {
-        file = urlToPath(new URL(source, base).href);
-      } catch {
-        file = undefined;
-      }
+      const file = sourceFile(map, info, source);
       // The embedded text is what was loaded; the file on disk may have been edited since.
       const index = payload.sources.indexOf(source);
       const embedded = index >= 0 ? payload.sourcesContent?.[index] : undefined;

@@ -24,7 +24,14 @@ import { Module as NNModule } from "../tensor/nn/module.ts";
 import { log, logEnabled } from "../util/log.ts";
 import type { SourceAnalysis } from "./analyze.ts";
 import { buildEntryProgram } from "./build.ts";
-import { capture, checkFullgraph, insideTrace, needsReplay, type TraceShape } from "./capture.ts";
+import {
+  type Capture,
+  capture,
+  checkFullgraph,
+  insideTrace,
+  needsReplay,
+  type TraceShape,
+} from "./capture.ts";
 import {
   checkOptionsObject,
   type CompileConfig,
@@ -36,7 +43,7 @@ import { entryGuards, settingsNow } from "./guard_build.ts";
 import { describeGuard, type Guard, type GuardInputs } from "./guards.ts";
 import { decideMiss, findEntry } from "./lookup.ts";
 import { flatten } from "./pytree.ts";
-import { enterReplay, replayCall, replayResult } from "./replay.ts";
+import { enterReplay, type LazyCounts, replayCall, replayResult } from "./replay.ts";
 import { type AutoDims, chooseGroups, planDynamic } from "./size_groups.ts";
 import { sizeBranchOracle } from "./size_oracle.ts";
 import { type CompileStats, StatsCounter } from "./stats.ts";
@@ -82,6 +89,13 @@ export interface TraceSummary extends TraceShape {
   readonly module: Module | undefined;
 }
 
+/** One compiled function: what it was given (read-only) and what its calls share. */
+interface Compiled {
+  readonly target: Target;
+  readonly config: CompileConfig;
+  readonly state: CacheState;
+}
+
 /** What the calls of one compiled function share. */
 interface CacheState {
   entries: GraphEntry[];
@@ -117,7 +131,6 @@ export function compile(
   checkTargetKind(given);
   checkOptionsObject(options);
   const target = new Target(given as AnyFunction | NNModule);
-  const config = resolveConfig(options);
   const state: CacheState = {
     entries: [],
     bucketed: new WeakSet(),
@@ -127,8 +140,9 @@ export function compile(
     autoDims: new Map(),
     stats: new StatsCounter(),
   };
+  const c: Compiled = { target, config: resolveConfig(options), state };
   function compiled(this: unknown, ...args: unknown[]): unknown {
-    return call(target, config, state, args);
+    return call(c, args);
   }
   const internals: Internals = {
     name: target.name,
@@ -156,12 +170,8 @@ export function compile(
 
 // ---- one call: the stages --------------------------------------------------------------------
 
-function call(
-  target: Target,
-  config: CompileConfig,
-  state: CacheState,
-  args: unknown[],
-): unknown {
+function call(c: Compiled, args: unknown[]): unknown {
+  const { target, config, state } = c;
   const stats = state.stats;
   stats.calls++;
   // Inside another function's trace: inline, so the outer trace records these ops.
@@ -182,21 +192,16 @@ function call(
   }
   if (entries.length > 0) {
     const miss = decideMiss(target.name, config, state, state.autoDims, inputs);
-    if (miss.kind === "eager") return fallBack(target, config, state, args, miss.reason);
+    if (miss.kind === "eager") return fallBack(c, args, miss.reason);
     stats.recompiles.push({ call: stats.calls, reason: miss.reason, guard: miss.guard });
     log("recompiles", () => `${target.name}: recompiling (call ${stats.calls}): ${miss.reason}`);
   }
-  return traceCall(target, config, state, args, inputs);
+  return traceCall(c, args, inputs);
 }
 
 /** Past the recompile limit: the call runs eagerly (one warning per compiled function). */
-function fallBack(
-  target: Target,
-  config: CompileConfig,
-  state: CacheState,
-  args: readonly unknown[],
-  reason: string,
-): unknown {
+function fallBack(c: Compiled, args: readonly unknown[], reason: string): unknown {
+  const { target, config, state } = c;
   state.stats.fallbacks.push({ call: state.stats.calls, reason });
   if (!state.warned) {
     state.warned = true;
@@ -209,13 +214,8 @@ function fallBack(
 }
 
 /** Stages 2-5 for a call no entry answered; the call's values are the trace's. */
-function traceCall(
-  target: Target,
-  config: CompileConfig,
-  state: CacheState,
-  args: readonly unknown[],
-  inputs: GuardInputs,
-): unknown {
+function traceCall(c: Compiled, args: readonly unknown[], inputs: GuardInputs): unknown {
+  const { target, config, state } = c;
   const stats = state.stats;
   checkFullgraph(target, config);
   const lazyBefore = lazyStats();
@@ -226,32 +226,55 @@ function traceCall(
   const question = groups ? sizeBranchOracle().ask(target.oracle) : undefined;
   try {
     // 3. capture
-    const c = capture(target, config, args, flat);
-    if (needsReplay(c)) {
-      const shape = enterReplay(target, config, stats, c);
-      state.replay = true;
-      state.lastTrace = { ...shape, guards: [], module: undefined };
-      return replayResult(stats, c, args, lazyBefore);
-    }
+    const cap = capture(target, config, args, flat);
+    if (needsReplay(cap)) return installReplay(c, cap, args, lazyBefore);
     // 4. program, 5. guards, then the entry
-    const bucketedCall = { target, config, stats, flat };
-    const p = buildEntryProgram(bucketedCall, c, groups, question, plan.length > 0);
-    const guards = entryGuards(target, config, flat, inputs, c, p, groups);
-    const entry = makeEntry(c, p, guards, groups, target.analysis().perCall);
-    if (p.bucketed) state.bucketed.add(entry);
-    c.tracer.undoWrites();
-    const value = runEntry(entry, args);
-    state.entries.push(entry);
-    stats.compiles++;
-    stats.mode = "graph";
-    state.lastTrace = { ...c.shape, guards: guards.guards, module: entry.module };
-    if (logEnabled("guards")) {
-      const n = state.entries.length;
-      log("guards", `${target.name}: entry ${n} guards (${guards.specs.length}):`);
-      for (const g of guards.guards) log("guards", `  ${describeGuard(g)}`);
-    }
-    return value;
+    const call = { target, config, stats, flat };
+    const p = buildEntryProgram(call, cap, groups, question, plan.length > 0);
+    const guards = entryGuards(target, config, flat, inputs, cap, p, groups);
+    const entry = makeEntry(cap, p, guards, groups, target.analysis().perCall);
+    return install(c, cap, entry, p.bucketed, args);
   } finally {
     question?.close();
   }
+}
+
+// ---- install: an entry, or replay mode -------------------------------------------------------
+
+/** Cache insert: the entry runs this call (from the state before the call), then joins. */
+function install(
+  c: Compiled,
+  cap: Capture,
+  entry: GraphEntry,
+  bucketed: boolean,
+  args: readonly unknown[],
+): unknown {
+  const { target, state } = c;
+  if (bucketed) state.bucketed.add(entry);
+  cap.tracer.undoWrites();
+  const value = runEntry(entry, args);
+  state.entries.push(entry);
+  state.stats.compiles++;
+  state.stats.mode = "graph";
+  state.lastTrace = { ...cap.shape, guards: entry.guards.guards, module: entry.module };
+  if (logEnabled("guards")) {
+    const n = state.entries.length;
+    log("guards", `${target.name}: entry ${n} guards (${entry.guards.specs.length}):`);
+    for (const g of entry.guards.guards) log("guards", `  ${describeGuard(g)}`);
+  }
+  return value;
+}
+
+/** Replay mode from now on; this call's values are the trace's (lazy mode's, correct). */
+function installReplay(
+  c: Compiled,
+  cap: Capture,
+  args: readonly unknown[],
+  lazyBefore: LazyCounts,
+): unknown {
+  const { target, config, state } = c;
+  const shape = enterReplay(target, config, state.stats, cap);
+  state.replay = true;
+  state.lastTrace = { ...shape, guards: [], module: undefined };
+  return replayResult(state.stats, cap, args, lazyBefore);
 }

@@ -26,7 +26,7 @@
 // branch.
 
 import type { SourceMap } from "node:module";
-import { loadSourceMap, urlToPath } from "./analyze_locate.ts";
+import { loadSourceMap, mapSourceFiles, urlToPath } from "./analyze_locate.ts";
 import {
   holdBlockCounters,
   inspectorServerOpen,
@@ -394,17 +394,7 @@ function readSource(id: string): void {
 function mapNames(id: string, file: string): boolean {
   const info = knownScript(id);
   const map = info && loadSourceMap(info);
-  return !!map && !!info && mapFiles(map, info).includes(file);
-}
-
-/** The files a source map's sources resolve to, as analyze_locate.ts resolves them. */
-function mapFiles(map: SourceMap, info: ScriptInfo): (string | undefined)[] {
-  const payload = map.payload;
-  const base = payload.sourceRoot ? safeUrl(payload.sourceRoot, info.url) : info.url;
-  return payload.sources.map((source) => {
-    const u = base === undefined ? undefined : safeUrl(source, base);
-    return u === undefined ? undefined : urlToPath(u);
-  });
+  return !!map && !!info && mapSourceFiles(map, info).includes(file);
 }
 
 /** The first token of a condition's text: an identifier-ish run, or one character. */
@@ -426,7 +416,7 @@ function generatedOffsets(id: string, p: SourcePoint): number[] | undefined {
   const map = loadSourceMap(info);
   const positions: [number, number][] = [];
   if (map) {
-    for (const [i, file] of mapFiles(map, info).entries()) {
+    for (const [i, file] of mapSourceFiles(map, info).entries()) {
       if (file !== p.file) continue;
       positions.push(...(reverseIndex(map).get(`${i}:${p.line - 1}:${p.column - 1}`) ?? []));
     }
@@ -446,13 +436,6 @@ function generatedOffsets(id: string, p: SourcePoint): number[] | undefined {
   return out;
 }
 
-function safeUrl(ref: string, base: string): string | undefined {
-  try {
-    return new URL(ref, base).href;
-  } catch {
-    return undefined;
-  }
-}
 
 const reverse = new WeakMap<SourceMap, Map<string, [number, number][]>>();
 const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
