@@ -33,7 +33,6 @@ import {
   inspectorUnavailable,
   knownScript,
   post,
-  type ScriptInfo,
   withDebugger,
 } from "./inspector.ts";
 import { nodeModule } from "./node_builtins.ts";
