@@ -2,17 +2,25 @@
 // (compiler/analyze.ts). `fn.toString()` is the JavaScript that actually runs — types stripped,
 // often reformatted onto other lines by tsx/esbuild/vitest — so user-facing line numbers must
 // come from elsewhere: V8 knows where each function starts in its script (the internal
-// `[[FunctionLocation]]`, read through an in-process node:inspector session, whose calls
-// complete synchronously), the Debugger domain names the script's URL and its
+// `[[FunctionLocation]]`, read through the shared inspector session of compiler/inspector.ts,
+// whose calls complete synchronously), the Debugger domain names the script's URL and its
 // `sourceMappingURL`, and the source map (node:module's SourceMap) maps the generated position
 // back to the .ts file and, through `sourcesContent`, to the text that was actually loaded.
-// Everything here fails soft: no inspector, an eval'd function or a missing file gives
-// `undefined`, and the caller falls back to parsing `fn.toString()`.
+// Everything here fails soft: no inspector (not Node), an eval'd function or a missing file
+// gives `undefined`, and the caller falls back to parsing `fn.toString()`.
 
-import { readFileSync } from "node:fs";
-import { Session } from "node:inspector";
-import { findSourceMap, SourceMap, type SourceMapPayload } from "node:module";
-import { fileURLToPath } from "node:url";
+import type { SourceMap, SourceMapPayload } from "node:module";
+import {
+  localValue,
+  properties,
+  releaseGroup,
+  remoteObject,
+  type ScriptInfo,
+  scriptInfo,
+} from "./inspector.ts";
+import { fileUrlToPath, nodeModule, readTextFile } from "./node_builtins.ts";
+
+export type { ScriptInfo } from "./inspector.ts";
 
 /** Where V8 says a function starts: 0-based line and column in its (generated) script. */
 export interface GeneratedLocation {
@@ -33,73 +41,45 @@ export interface OriginalLocation {
   via: "source-map" | "direct";
 }
 
-/** A script as the Debugger domain names it (also read by compiler/coverage.ts). */
-export interface ScriptInfo {
-  url: string;
-  sourceMapURL: string | undefined;
-}
-
-let session: Session | undefined;
-let sessionFailed = false;
-const scripts = new Map<string, ScriptInfo>();
 const sourceMaps = new Map<string, SourceMap | null>();
-const GLOBAL_KEY = "__kilnAnalyzeLocateTarget";
+const GROUP = "kiln-analyze";
 
-function getSession(): Session | undefined {
-  if (session || sessionFailed) return session;
+/**
+ * The internal properties of `fn` as the inspector sees them ([[FunctionLocation]],
+ * [[TargetFunction]]), or undefined where there is no inspector; `read` runs before the
+ * remote objects are released.
+ */
+function internals<T>(
+  fn: Function,
+  read: (props: NonNullable<ReturnType<typeof properties>["internalProperties"]>) => T,
+): T | undefined {
   try {
-    const s = new Session();
-    s.connect();
-    s.on("Debugger.scriptParsed", (m) => {
-      scripts.set(m.params.scriptId, {
-        url: m.params.url,
-        sourceMapURL: m.params.sourceMapURL || undefined,
-      });
-    });
-    session = s;
+    const objectId = remoteObject(fn, GROUP).objectId;
+    if (!objectId) return undefined;
+    return read(properties(objectId).internalProperties ?? []);
   } catch {
-    // No inspector in this build of Node (or it is disabled): analysis uses fn.toString().
-    sessionFailed = true;
+    // No inspector (or it refused): the analysis falls back to fn.toString().
+    return undefined;
+  } finally {
+    try {
+      releaseGroup(GROUP);
+    } catch {
+      // No session: nothing was made.
+    }
   }
-  return session;
 }
 
 /** V8's `[[FunctionLocation]]` of `fn`, or undefined (native, bound, no inspector). */
 export function generatedLocation(fn: Function): GeneratedLocation | undefined {
-  const s = getSession();
-  if (!s) return undefined;
-  const g = globalThis as Record<string, unknown>;
-  g[GLOBAL_KEY] = fn;
-  let location: GeneratedLocation | undefined;
-  try {
-    // The in-process session answers synchronously: each callback has run when post returns.
-    s.post(
-      "Runtime.evaluate",
-      { expression: `globalThis.${GLOBAL_KEY}`, objectGroup: "kiln-analyze" },
-      (err, res) => {
-        const objectId = err ? undefined : res.result.objectId;
-        if (!objectId) return;
-        s.post("Runtime.getProperties", { objectId, ownProperties: true }, (err2, props) => {
-          if (err2) return;
-          for (const p of props.internalProperties ?? []) {
-            if (p.name !== "[[FunctionLocation]]") continue;
-            const v: unknown = p.value?.value;
-            if (isRecord(v) && typeof v["scriptId"] === "string") {
-              location = {
-                scriptId: v["scriptId"],
-                line: Number(v["lineNumber"]),
-                column: Number(v["columnNumber"]),
-              };
-            }
-          }
-        });
-      },
-    );
-    s.post("Runtime.releaseObjectGroup", { objectGroup: "kiln-analyze" });
-  } finally {
-    delete g[GLOBAL_KEY];
-  }
-  return location;
+  return internals(fn, (props) => {
+    const v: unknown = props.find((p) => p.name === "[[FunctionLocation]]")?.value?.value;
+    if (!isRecord(v) || typeof v["scriptId"] !== "string") return undefined;
+    return {
+      scriptId: v["scriptId"],
+      line: Number(v["lineNumber"]),
+      column: Number(v["columnNumber"]),
+    };
+  });
 }
 
 /**
@@ -107,49 +87,12 @@ export function generatedLocation(fn: Function): GeneratedLocation | undefined {
  * `[[TargetFunction]]`; undefined for any other function.
  */
 export function boundTarget(fn: Function): Function | undefined {
-  const s = getSession();
-  if (!s || !fn.name.startsWith("bound ")) return undefined;
-  const g = globalThis as Record<string, unknown>;
-  g[GLOBAL_KEY] = fn;
-  let target: unknown;
-  try {
-    s.post(
-      "Runtime.evaluate",
-      { expression: `globalThis.${GLOBAL_KEY}`, objectGroup: "kiln-analyze" },
-      (err, res) => {
-        const objectId = err ? undefined : res.result.objectId;
-        if (!objectId) return;
-        s.post("Runtime.getProperties", { objectId, ownProperties: true }, (err2, props) => {
-          if (err2) return;
-          const p = (props.internalProperties ?? []).find((q) => q.name === "[[TargetFunction]]");
-          const targetId = p?.value?.objectId;
-          if (!targetId) return;
-          // Hand the object back to JavaScript: the function stores its `this` where we look.
-          s.post("Runtime.callFunctionOn", {
-            objectId: targetId,
-            functionDeclaration: `function () { globalThis.${GLOBAL_KEY} = this; }`,
-          });
-          target = g[GLOBAL_KEY];
-        });
-      },
-    );
-    s.post("Runtime.releaseObjectGroup", { objectGroup: "kiln-analyze" });
-  } finally {
-    delete g[GLOBAL_KEY];
-  }
+  if (!fn.name.startsWith("bound ")) return undefined;
+  const target = internals(fn, (props) => {
+    const id = props.find((q) => q.name === "[[TargetFunction]]")?.value?.objectId;
+    return id === undefined ? undefined : localValue(id);
+  });
   return typeof target === "function" && target !== fn ? target : undefined;
-}
-
-function scriptInfo(scriptId: string): ScriptInfo | undefined {
-  const known = scripts.get(scriptId);
-  if (known) return known;
-  const s = getSession();
-  if (!s) return undefined;
-  // Enabling the Debugger domain replays scriptParsed for every loaded script (synchronously);
-  // it is switched off again at once so the program does not run under an enabled debugger.
-  s.post("Debugger.enable");
-  s.post("Debugger.disable");
-  return scripts.get(scriptId);
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -159,7 +102,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 export function urlToPath(url: string): string | undefined {
   if (url.startsWith("file://")) {
     try {
-      return fileURLToPath(url);
+      return fileUrlToPath(url);
     } catch {
       return undefined;
     }
@@ -167,12 +110,32 @@ export function urlToPath(url: string): string | undefined {
   return url.startsWith("/") ? url : undefined;
 }
 
-function readText(path: string): string | undefined {
+/** The files a source map's sources resolve to (undefined where one is not a file URL). */
+export function mapSourceFiles(map: SourceMap, info: ScriptInfo): (string | undefined)[] {
+  return map.payload.sources.map((source) => sourceFile(map, info, source));
+}
+
+/** The file a source of script `info`'s map names (its sourceRoot, then the script's URL). */
+function sourceFile(map: SourceMap, info: ScriptInfo, source: string): string | undefined {
+  const root = map.payload.sourceRoot;
+  const base = root ? safeUrl(root, info.url) : info.url;
+  const u = base === undefined ? undefined : safeUrl(source, base);
+  return u === undefined ? undefined : urlToPath(u);
+}
+
+function safeUrl(ref: string, base: string): string | undefined {
   try {
-    return readFileSync(path, "utf8");
+    return new URL(ref, base).href;
   } catch {
     return undefined;
   }
+}
+
+/** Base64 text (Buffer's lenient decoding where there is one, as Node reads maps). */
+function decodeBase64(body: string): string {
+  const B = (globalThis as { Buffer?: typeof Buffer }).Buffer;
+  if (B) return B.from(body, "base64").toString("utf8");
+  return new TextDecoder().decode(Uint8Array.from(atob(body), (c) => c.charCodeAt(0)));
 }
 
 function isPayload(v: unknown): v is SourceMapPayload {
@@ -185,7 +148,9 @@ export function loadSourceMap(info: ScriptInfo): SourceMap | undefined {
   const cached = sourceMaps.get(key);
   if (cached !== undefined) return cached ?? undefined;
   let map: SourceMap | null = null;
+  const nodeModules = nodeModule("node:module");
   try {
+    if (!nodeModules) throw new Error("no source maps here");
     const ref = info.sourceMapURL;
     if (ref !== undefined) {
       let json: string | undefined;
@@ -193,17 +158,17 @@ export function loadSourceMap(info: ScriptInfo): SourceMap | undefined {
         const comma = ref.indexOf(",");
         const body = ref.slice(comma + 1);
         json = ref.slice(0, comma).endsWith(";base64")
-          ? Buffer.from(body, "base64").toString("utf8")
+          ? decodeBase64(body)
           : decodeURIComponent(body);
       } else {
         const path = urlToPath(new URL(ref, info.url).href);
-        json = path === undefined ? undefined : readText(path);
+        json = path === undefined ? undefined : readTextFile(path);
       }
       const payload: unknown = json === undefined ? undefined : JSON.parse(json);
-      if (isPayload(payload)) map = new SourceMap(payload);
+      if (isPayload(payload)) map = new nodeModules.SourceMap(payload);
     } else {
       // Node's own loader keeps maps when source maps are enabled (--enable-source-maps).
-      map = findSourceMap(info.url) ?? null;
+      map = nodeModules.findSourceMap(info.url) ?? null;
     }
   } catch {
     map = null;
@@ -227,17 +192,11 @@ export function locateOriginal(fn: Function): OriginalLocation | undefined {
     if (isRecord(entry) && typeof entry["originalSource"] === "string") {
       const source = entry["originalSource"];
       const payload = map.payload;
-      const base = payload.sourceRoot ? new URL(payload.sourceRoot, info.url).href : info.url;
-      let file: string | undefined;
-      try {
-        file = urlToPath(new URL(source, base).href);
-      } catch {
-        file = undefined;
-      }
+      const file = sourceFile(map, info, source);
       // The embedded text is what was loaded; the file on disk may have been edited since.
       const index = payload.sources.indexOf(source);
       const embedded = index >= 0 ? payload.sourcesContent?.[index] : undefined;
-      const text = typeof embedded === "string" ? embedded : file && readText(file);
+      const text = typeof embedded === "string" ? embedded : file && readTextFile(file);
       if (file !== undefined && typeof text === "string") {
         return {
           file,
@@ -250,7 +209,7 @@ export function locateOriginal(fn: Function): OriginalLocation | undefined {
     }
   }
   const file = urlToPath(info.url);
-  const text = file === undefined ? undefined : readText(file);
+  const text = file === undefined ? undefined : readTextFile(file);
   if (file === undefined || text === undefined) return undefined;
   return { file, text, line: gen.line + 1, column: gen.column + 1, via: "direct" };
 }

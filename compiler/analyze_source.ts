@@ -4,17 +4,20 @@
 // pulls in its own TypeScript (a quarter of a second to load), so it is loaded on first use:
 // programs that never call compile() never pay for it.
 
-import { createRequire } from "node:module";
 import type { Project, ts } from "ts-morph";
+import { nodeModule } from "./node_builtins.ts";
 
 type TsMorph = typeof import("ts-morph");
 type Ts = typeof ts;
 
 let tsMorph: TsMorph | undefined;
 
-/** The ts-morph module, loaded on first use. */
+/** The ts-morph module, loaded on first use (throws where there is no `require`: not Node). */
 export function loadTsMorph(): TsMorph {
-  tsMorph ??= createRequire(import.meta.url)("ts-morph") as TsMorph;
+  if (tsMorph) return tsMorph;
+  const m = nodeModule("node:module");
+  if (!m) throw new Error("ts-morph cannot be loaded here (no node:module)");
+  tsMorph = m.createRequire(import.meta.url)("ts-morph") as TsMorph;
   return tsMorph;
 }
 

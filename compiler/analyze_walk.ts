@@ -5,9 +5,6 @@
 // analysis must be fast and must not type-check the user's whole program; the rules err on the
 // side of saying nothing, so a report is worth reading, not a wall of maybes.
 
-import { isBuiltin } from "node:module";
-import { dirname, relative, resolve, sep } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { ts } from "ts-morph";
 import {
   AMBIGUOUS_MUTATING_METHODS,
@@ -26,6 +23,7 @@ import {
   type SideEffectKind,
 } from "./analyze_rules.ts";
 import { tsApi, type ParsedFile } from "./analyze_source.ts";
+import { fileUrlToPath, nodeModule } from "./node_builtins.ts";
 
 /** How a free variable is bound where it is declared. */
 export type BindingKind =
@@ -102,21 +100,34 @@ export interface WalkResult {
 /** Maps a node to the 1-based line and column reported for it. */
 export type Positioner = (node: ts.Node) => { line: number; column: number };
 
-const KILN_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+let kilnRoot: string | undefined;
 
 /** Whether an import specifier written in `file` names Kiln's own API. */
 export function isKilnSpecifier(file: string, specifier: string): boolean {
   const pkg = specifier.split("/")[0]!;
   if (KILN_PACKAGE_NAMES.has(pkg)) return true;
   if (!specifier.startsWith(".") && !specifier.startsWith("/")) return false;
-  return isKilnFile(resolve(dirname(file), specifier));
+  const path = nodeModule("node:path");
+  return path !== undefined && isKilnFile(path.resolve(path.dirname(file), specifier));
 }
 
-/** Whether a path is part of Kiln's library (not its models, tests or examples). */
-export function isKilnFile(path: string): boolean {
-  const rel = relative(KILN_ROOT, path);
+/**
+ * Whether a path is part of Kiln's library (not its models, tests or examples). Without
+ * node:path (not Node) nothing is: the analysis then reads more, never less.
+ */
+export function isKilnFile(file: string): boolean {
+  const path = nodeModule("node:path");
+  if (!path) return false;
+  kilnRoot ??= path.resolve(path.dirname(fileUrlToPath(import.meta.url)), "..");
+  const rel = path.relative(kilnRoot, file);
   if (rel.startsWith("..") || rel === "") return false;
-  return KILN_API_ROOTS.has(rel.split(sep)[0]!);
+  return KILN_API_ROOTS.has(rel.split(path.sep)[0]!);
+}
+
+/** Whether a specifier names one of Node's built-in modules (`node:fs`, `fs`). */
+function isBuiltin(specifier: string): boolean {
+  const m = nodeModule("node:module");
+  return m ? m.isBuiltin(specifier) : specifier.startsWith("node:");
 }
 
 const ASSIGNMENT_OPERATORS = new Set<string>([

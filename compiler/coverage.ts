@@ -1,32 +1,41 @@
-// Which code ran while compile() traced, from V8's block coverage read through an in-thread
-// node:inspector session (whose calls answer synchronously, as in analyze_locate.ts and
-// freevars.ts): compile() uses it to tell a size branch whose condition the traces EVALUATED
-// from one they never reached — evaluated, not taken, because runs at two sizes of a bucket
-// take the same path until a decision on a size differs, and that decision, evaluated at the
-// traced size, keeps the dim static (the full argument: compiler/dynamic.ts). V8's facts this
-// file is built on, each answered on the safe side ("executed" or "unknown", never a guess):
-// block counters exist only in functions compiled while precise coverage is on, and V8 drops
-// them all when coverage stops or when ANY inspector session turns its Debugger domain off, so
-// script sources are read before starting and a canary function compiled after the start
-// shows whether they survived; a function that ran before the recording (a best-effort
-// snapshot taken just before starting says which) is seen at function granularity, and its
-// count may miss calls TurboFan inlined, so any branch inside it counts as executed; a
-// function that never ran has no bytecode, so if it runs while recording it gets counters.
-// (The one gap: a function compiled eagerly but never called before, then inlined while
-// recording, would go unseen.) A branch's original `file:line:column` is carried to the script
-// that ran through its source map, decoded here in reverse, and must map exactly onto the
-// condition's first token. Starting and stopping precise coverage is isolate-wide and would
-// destroy anyone else's recording, and V8 cannot be asked whether one is on, so nothing is
-// recorded under NODE_V8_COVERAGE, `vitest --coverage` (a V8-based provider) or an open
+// Which code ran while compile() traced, from V8's block coverage read through the shared
+// in-thread inspector session (compiler/inspector.ts; its calls answer synchronously): the
+// coverage oracle (size_oracle_node.ts) uses it to tell a size branch whose condition the
+// traces EVALUATED from one they never reached — evaluated, not taken, because runs at two
+// sizes of a bucket take the same path until a decision on a size differs, and that decision,
+// evaluated at the traced size, keeps the dim static (the full argument: size_oracle_node.ts).
+// V8's facts this file is built on, each answered on the safe side ("executed" or "unknown",
+// never a guess): block counters exist only in functions compiled while precise coverage is
+// on, and V8 drops them all when coverage stops or when the Debugger domain goes off in the
+// last inspector session that had it on. So script sources are read before starting, the
+// recording holds the shared session's Debugger domain from being turned off (so no other
+// stage of compile() can drop the counters), and a canary function compiled after the start
+// shows whether they survived anyone else's session; a function that ran before the recording
+// (a best-effort snapshot taken just before starting says which) is seen at function
+// granularity, and its count may miss calls TurboFan inlined, so any branch inside it counts
+// as executed; a function that never ran has no bytecode, so if it runs while recording it
+// gets counters. (The one gap: a function compiled eagerly but never called before, then
+// inlined while recording, would go unseen.) A branch's original `file:line:column` is carried
+// to the script that ran through its source map, decoded here in reverse, and must map exactly
+// onto the condition's first token. Starting and stopping precise coverage is isolate-wide and
+// would destroy anyone else's recording, and V8 cannot be asked whether one is on, so nothing
+// is recorded under NODE_V8_COVERAGE, `vitest --coverage` (a V8-based provider) or an open
 // inspector server, or with `KILN_NO_COVERAGE=1`. Functions first compiled while recording
 // keep V8's block counters (slower bytecode) for the life of the process, which is why
 // compile() records only bucketed traces of code in which the source analysis found a size
 // branch.
 
-import inspector, { Session } from "node:inspector";
-import { runInThisContext } from "node:vm";
 import type { SourceMap } from "node:module";
-import { loadSourceMap, urlToPath, type ScriptInfo } from "./analyze_locate.ts";
+import { loadSourceMap, mapSourceFiles, urlToPath } from "./analyze_locate.ts";
+import {
+  holdBlockCounters,
+  inspectorServerOpen,
+  inspectorUnavailable,
+  knownScript,
+  post,
+  withDebugger,
+} from "./inspector.ts";
+import { nodeModule } from "./node_builtins.ts";
 
 /** A place in the original source: 1-based line and column, and the text that starts there. */
 export interface SourcePoint {
@@ -58,47 +67,9 @@ interface ScriptCoverage {
   functions: FunctionCoverage[];
 }
 
-let session: Session | undefined;
-let sessionError: string | undefined;
-const scripts = new Map<string, ScriptInfo>();
 const sources = new Map<string, { text: string; lineStarts: number[] } | null>();
 let active: TraceCoverage | undefined;
 let canaries = 0;
-
-function connected(): Session | undefined {
-  if (session || sessionError !== undefined) return session;
-  try {
-    const s = new Session();
-    s.connect();
-    s.on("Debugger.scriptParsed", (m) => {
-      scripts.set(m.params.scriptId, {
-        url: m.params.url,
-        sourceMapURL: m.params.sourceMapURL || undefined,
-      });
-    });
-    session = s;
-  } catch (e) {
-    sessionError = e instanceof Error ? e.message : String(e);
-  }
-  return session;
-}
-
-/** One command; the in-thread session answers inside `post`. */
-function post<T>(method: string, params: Record<string, unknown> = {}): T {
-  const s = connected();
-  if (!s) throw new Error(`inspector: ${sessionError ?? "no session"}`);
-  let out: unknown;
-  let error: Error | null = null;
-  let answered = false;
-  s.post(method, params, (err: Error | null, res: unknown) => {
-    error = err;
-    out = res;
-    answered = true;
-  });
-  if (!answered) throw new Error(`inspector: ${method} did not answer synchronously`);
-  if (error) throw new Error(`inspector: ${method} failed: ${(error as Error).message}`);
-  return out as T;
-}
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null;
@@ -126,11 +97,12 @@ export function coverageUnavailable(): string | undefined {
   }
   const vitest = vitestCoverage();
   if (vitest !== undefined) return `vitest records coverage (provider ${vitest})`;
-  if (inspector.url() !== undefined) {
+  if (inspectorServerOpen()) {
     return "an inspector server is open (--inspect): a debugger may be recording coverage";
   }
   if (active) return "coverage is already being recorded for another trace";
-  if (!connected()) return `node:inspector is not available (${sessionError ?? "no session"})`;
+  const none = inspectorUnavailable();
+  if (none !== undefined) return `node:inspector is not available (${none})`;
   return undefined;
 }
 
@@ -146,6 +118,8 @@ export class TraceCoverage {
   private readonly seen = new Set<string>();
   private running = true;
   private spoiled: string | undefined;
+  /** Keeps the shared session's other users from dropping the counters (inspector.ts). */
+  private release: (() => void) | undefined;
   /** A function compiled after the start: it has block counters until something drops them. */
   private canary: { url: string; fn: () => unknown } | undefined;
 
@@ -173,6 +147,7 @@ export class TraceCoverage {
     const why = coverageUnavailable();
     if (why !== undefined) return { kind: "unavailable", why };
     let started = false;
+    let release: (() => void) | undefined;
     try {
       post("Profiler.enable");
       const snapshot = post<{ result: ScriptCoverage[] }>("Profiler.getBestEffortCoverage").result;
@@ -188,10 +163,13 @@ export class TraceCoverage {
           why: v === "executed" ? "its function ran before the trace" : "it cannot be mapped",
         };
       }
+      const vm = nodeModule("node:vm");
+      if (!vm) throw new Error("node:vm is not available here");
+      rec.release = release = holdBlockCounters();
       post("Profiler.startPreciseCoverage", { callCount: true, detailed: true });
       started = true;
       const url = `kiln-coverage-canary-${++canaries}.js`;
-      const fn: unknown = runInThisContext("(function kilnCoverageCanary() { return 0; })", {
+      const fn: unknown = vm.runInThisContext("(function kilnCoverageCanary() { return 0; })", {
         filename: url,
       });
       if (typeof fn !== "function") throw new Error("the coverage canary is not a function");
@@ -205,6 +183,7 @@ export class TraceCoverage {
       } catch {
         // Nothing more to undo.
       }
+      release?.();
       return { kind: "unavailable", why: e instanceof Error ? e.message : String(e) };
     }
   }
@@ -224,9 +203,10 @@ export class TraceCoverage {
     }
     this.canary.fn();
     const taken = post<{ result: ScriptCoverage[] }>("Profiler.takePreciseCoverage").result;
-    // Turning the Debugger domain off (any inspector session: analyze_locate.ts, a user's)
-    // makes V8 drop the block counters of every function compiled so far; from then on a
-    // function that ran may go unreported, so nothing can be ruled out.
+    // Turning the Debugger domain off in the last session that had it on (a user's own
+    // session: Kiln's waits, inspector.ts) makes V8 drop the block counters of every function
+    // compiled so far; from then on a function that ran may go unreported, so nothing can be
+    // ruled out.
     const canaryUrl = this.canary.url;
     const canary = taken
       .find((sc) => sc.url === canaryUrl)
@@ -257,6 +237,7 @@ export class TraceCoverage {
     } catch {
       // The session is gone: nothing is recording any more.
     }
+    this.release?.();
   }
 
   private verdict(
@@ -376,14 +357,13 @@ function innermost<T extends { start: number; end: number; f?: unknown }>(
 function prefetch(files: readonly string[], snapshot: readonly ScriptCoverage[]): void {
   const want = new Set(files);
   const byUrl = snapshot.filter((sc) => want.has(urlToPath(sc.url) ?? ""));
-  const missing = byUrl.filter((sc) => !scripts.has(sc.scriptId) || !sources.has(sc.scriptId));
+  const missing = byUrl.filter((sc) => !knownScript(sc.scriptId) || !sources.has(sc.scriptId));
   const matched = new Set(byUrl.map((sc) => urlToPath(sc.url)));
   const unmatched = files.filter((f) => !matched.has(f));
   if (missing.length === 0 && unmatched.length === 0) return;
   // Enabling replays scriptParsed for every loaded script (synchronously); it is switched off
   // again before the recording starts.
-  post("Debugger.enable");
-  try {
+  withDebugger(() => {
     for (const sc of missing) readSource(sc.scriptId);
     // A bundle: any script whose source map names one of the files.
     if (unmatched.length > 0) {
@@ -391,9 +371,7 @@ function prefetch(files: readonly string[], snapshot: readonly ScriptCoverage[])
         if (unmatched.some((f) => mapNames(sc.scriptId, f))) readSource(sc.scriptId);
       }
     }
-  } finally {
-    post("Debugger.disable");
-  }
+  });
 }
 
 function readSource(id: string): void {
@@ -413,19 +391,9 @@ function readSource(id: string): void {
 
 /** Whether script `id`'s source map (as known from a prefetch) names `file`. */
 function mapNames(id: string, file: string): boolean {
-  const info = scripts.get(id);
+  const info = knownScript(id);
   const map = info && loadSourceMap(info);
-  return !!map && !!info && mapFiles(map, info).includes(file);
-}
-
-/** The files a source map's sources resolve to, as analyze_locate.ts resolves them. */
-function mapFiles(map: SourceMap, info: ScriptInfo): (string | undefined)[] {
-  const payload = map.payload;
-  const base = payload.sourceRoot ? safeUrl(payload.sourceRoot, info.url) : info.url;
-  return payload.sources.map((source) => {
-    const u = base === undefined ? undefined : safeUrl(source, base);
-    return u === undefined ? undefined : urlToPath(u);
-  });
+  return !!map && !!info && mapSourceFiles(map, info).includes(file);
 }
 
 /** The first token of a condition's text: an identifier-ish run, or one character. */
@@ -441,13 +409,13 @@ function firstToken(text: string): string {
  * mapping, or the generated text there is not the condition's first token).
  */
 function generatedOffsets(id: string, p: SourcePoint): number[] | undefined {
-  const info = scripts.get(id);
+  const info = knownScript(id);
   const src = sources.get(id);
   if (!info || !src || info.url === "") return undefined;
   const map = loadSourceMap(info);
   const positions: [number, number][] = [];
   if (map) {
-    for (const [i, file] of mapFiles(map, info).entries()) {
+    for (const [i, file] of mapSourceFiles(map, info).entries()) {
       if (file !== p.file) continue;
       positions.push(...(reverseIndex(map).get(`${i}:${p.line - 1}:${p.column - 1}`) ?? []));
     }
@@ -467,13 +435,6 @@ function generatedOffsets(id: string, p: SourcePoint): number[] | undefined {
   return out;
 }
 
-function safeUrl(ref: string, base: string): string | undefined {
-  try {
-    return new URL(ref, base).href;
-  } catch {
-    return undefined;
-  }
-}
 
 const reverse = new WeakMap<SourceMap, Map<string, [number, number][]>>();
 const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

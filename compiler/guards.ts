@@ -244,6 +244,31 @@ export function describeValue(v: unknown): string {
   return String(v);
 }
 
+/** A guard as one line (`x.shape == [2, 16]`, `this.training === false`). */
+export function describeGuard(g: Guard): string {
+  switch (g.kind) {
+    case "dtype":
+      return `${g.path}.dtype == ${String(g.expected)}`;
+    case "shape":
+      return `${g.path}.shape == [${(g.expected as (number | null)[])
+        .map((d) => (d === null ? "*" : String(d))).join(", ")}]`;
+    case "value":
+      return `${g.path} === ${describeValue(g.expected)}`;
+    case "identity":
+      return `${g.path} is ${describeValue(g.expected)} (same object)`;
+    case "range": {
+      const [lo, hi] = g.expected as [number, number];
+      return `${lo} <= ${g.path} <= ${hi}`;
+    }
+    case "equal":
+      return `${g.path} == ${String(g.expected)}`;
+    default: {
+      const never: never = g.kind;
+      throw new Error(`unknown guard kind ${String(never)}`);
+    }
+  }
+}
+
 /** Why guard `s` fails now, in words (`x.shape[1] was 128, now 129`). */
 export function failureReason(s: GuardSpec, inputs: GuardInputs): string {
   const { kind, path, expected } = s.guard;

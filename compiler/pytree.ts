@@ -156,6 +156,21 @@ export function formatPath(root: string, path: readonly (string | number)[]): st
   return s;
 }
 
+/** Whether two key paths are the same path. */
+export function sameKeys(
+  a: readonly (string | number)[],
+  b: readonly (string | number)[],
+): boolean {
+  return a.length === b.length && a.every((k, i) => k === b[i]);
+}
+
+/** The value at key path `keys` below `root` (an argument list, most often). */
+export function readKeys(root: unknown, keys: readonly (string | number)[]): unknown {
+  let v: unknown = root;
+  for (const k of keys) v = (v as Record<string | number, unknown>)[k];
+  return v;
+}
+
 /** A one-line description of a spec for messages (`{x: tensor, n: number}`). */
 export function describeSpec(spec: TreeSpec): string {
   switch (spec.type) {

@@ -7,8 +7,7 @@
 // from the function's source text, so a guard reads `x.shape[1] was 128, now 129` rather
 // than `args[0].shape[1] ...`.
 
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { fileUrlToPath, readTextFile } from "./node_builtins.ts";
 
 /** A place in the user's source. */
 export interface SourceLocation {
@@ -17,7 +16,7 @@ export interface SourceLocation {
   readonly column: number;
 }
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const ROOT = fileUrlToPath(new URL("..", import.meta.url).href);
 const LIBRARY_DIRS = ["ir", "tensor", "runtime", "passes", "compiler", "util"].map(
   (d) => `${ROOT}${d}/`,
 );
@@ -42,7 +41,7 @@ function isLibraryFile(file: string): boolean {
 function framePath(raw: string): string {
   if (!raw.startsWith("file://")) return raw;
   try {
-    return fileURLToPath(raw);
+    return fileUrlToPath(raw);
   } catch {
     return raw;
   }
@@ -115,11 +114,7 @@ const files = new Map<string, string | undefined>();
 function textAt(loc: SourceLocation): string | undefined {
   let text = files.get(loc.file);
   if (!files.has(loc.file)) {
-    try {
-      text = readFileSync(loc.file, "utf8");
-    } catch {
-      text = undefined;
-    }
+    text = readTextFile(loc.file);
     files.set(loc.file, text);
   }
   if (text === undefined) return undefined;

@@ -6,37 +6,19 @@
 // Each fixture below is run for the first time by the test that uses it: V8 gives block
 // counts only for code it compiles while recording.
 
-import { readFileSync } from "node:fs";
 import { Session } from "node:inspector";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compile } from "../../compiler/index.ts";
 import { coverageUnavailable, TraceCoverage, type SourcePoint } from "../../compiler/coverage.ts";
 import { nn, randn, type Tensor } from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
 import { expectTreeClose as expectClose } from "./fixtures/close.ts";
+import { taggedLines, withEnv } from "./fixtures/tagged.ts";
 
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
 
-const FILE = fileURLToPath(import.meta.url);
-const SOURCE = readFileSync(FILE, "utf8").split("\n");
-
-/** The 1-based line ending in `// @tag`. */
-function line(tag: string): number {
-  const i = SOURCE.findIndex((l) => l.endsWith(`// @${tag}`));
-  if (i < 0) throw new Error(`no line tagged @${tag}`);
-  return i + 1;
-}
-
-/** The place of `text` on the line tagged `tag`. */
-function point(tag: string, text: string): SourcePoint {
-  const l = line(tag);
-  const column = SOURCE[l - 1]!.indexOf(text) + 1;
-  if (column < 1) throw new Error(`'${text}' is not on the line tagged @${tag}`);
-  return { file: FILE, line: l, column, text };
-}
-
+const { line, point } = taggedLines(import.meta.url);
 
 /** Whether this run can record coverage (not under `vitest --coverage`, NODE_V8_COVERAGE...). */
 const recording = coverageUnavailable() === undefined;
@@ -214,18 +196,6 @@ describe("a size branch the trace never executed does not keep the dim static", 
 });
 
 describe("without coverage, every size branch keeps the dim static", () => {
-  const withEnv = <T>(name: string, value: string | undefined, f: () => T): T => {
-    const saved = process.env[name];
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-    try {
-      return f();
-    } finally {
-      if (saved === undefined) delete process.env[name];
-      else process.env[name] = saved;
-    }
-  };
-
   it("KILN_NO_COVERAGE=1: the branch is never run, yet the dim is specialized", () => {
     withEnv("KILN_NO_COVERAGE", "1", () => {
       expect(coverageUnavailable()).toBe("KILN_NO_COVERAGE is set");

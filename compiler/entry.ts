@@ -1,0 +1,135 @@
+// Cache entries: one compiled program and the guards under which it stands in for the user's
+// code, with everything a cache hit needs precomputed — a reader per program parameter
+// (argument tensors by path, parameters and buffers read from their modules NOW, so
+// loadStateDict needs no recompile; a size-derived number computed from the call's sizes), the
+// results' structure and how each leaf is produced, and the writes the trace saw (BatchNorm's
+// running statistics), repeated after the program runs. `runEntry` is the cache hit: no user
+// JavaScript runs.
+
+import type { EvalValue } from "../ir/evaluate.ts";
+import { type Literal, scalarLiteral } from "../ir/literal.ts";
+import type { Module } from "../ir/module.ts";
+import type { ArrayShape } from "../ir/shape.ts";
+import { runPadded } from "../passes/dynamic_padder.ts";
+import { type Executable, single } from "../runtime/index.ts";
+import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
+import { Tensor } from "../tensor/tensor.ts";
+import type { Capture, OutLeaf, OutWrite } from "./capture.ts";
+import { affineAt } from "./dynamic_module.ts";
+import type { GuardSet } from "./guards.ts";
+import type { ProgramBuild } from "./build.ts";
+import { readKeys, type TreeSpec, unflatten } from "./pytree.ts";
+import type { SizeGroup } from "./size_groups.ts";
+import type { Binding, InputSlot } from "./trace.ts";
+
+export interface GraphEntry {
+  readonly guards: GuardSet;
+  readonly exe: Executable | undefined;
+  readonly module: Module | undefined;
+  readonly readers: readonly ((args: readonly unknown[]) => Literal)[];
+  readonly tuple: boolean;
+  readonly outSpec: TreeSpec;
+  readonly outLeaves: readonly OutLeaf[];
+  readonly writes: readonly OutWrite[];
+  readonly ops: number;
+  readonly freeNames: readonly string[];
+  /** Set when the program has bounded dynamic dims: the module runPadded pads for. */
+  readonly dynamicModule?: Module;
+}
+
+/** The entry for a captured call, its program and its guards. */
+export function makeEntry(
+  c: Capture,
+  p: ProgramBuild,
+  guards: GuardSet,
+  groups: readonly SizeGroup[] | undefined,
+  freeNames: readonly string[],
+): GraphEntry {
+  const { slots } = c.tracer;
+  const readers = p.bindings.map((bd, k) => {
+    const fit = p.affine.get(k);
+    if (!fit || !p.module || !groups) return bindingReader(bd, slots);
+    const type = (p.module.entry.parameters[k]!.shape as ArrayShape).type;
+    const at = groups.map((g) => g.dims[0]!);
+    return (a: readonly unknown[]) => {
+      const v = affineAt(fit, at.map((d) => (readKeys(a, d.keys) as Tensor).shape[d.dim]!));
+      return scalarLiteral(type, type === "s64" ? BigInt(v) : v);
+    };
+  });
+  const remap = (l: OutLeaf): OutLeaf =>
+    l.kind === "result" ? { kind: "result", index: p.resultIndex[l.index]! } : l;
+  return {
+    guards,
+    exe: p.exe,
+    module: p.module,
+    readers,
+    tuple: p.tuple,
+    outSpec: c.out.spec,
+    outLeaves: c.outLeaves.map(remap),
+    writes: c.writes.map((w) => ({ ...w, leaf: remap(w.leaf) })),
+    ops: p.ops,
+    freeNames,
+    ...(p.dynamicModule !== undefined && { dynamicModule: p.dynamicModule }),
+  };
+}
+
+/** A cache hit: runs the entry's program on `args` and rebuilds the results and the writes. */
+export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
+  let results: EvalValue[] = [];
+  if (e.exe) {
+    const inputs = e.readers.map((r) => r(args));
+    const out = e.dynamicModule ? runPadded(e.exe, e.dynamicModule, inputs) : e.exe.run(inputs);
+    results = e.tuple ? (out as EvalValue[]) : [out];
+  }
+  const tensors: (Tensor | undefined)[] = results.map(() => undefined);
+  const produce = (l: OutLeaf): unknown => {
+    switch (l.kind) {
+      case "result":
+        return (tensors[l.index] ??= tensorFromLiteral(single(results[l.index]!)));
+      case "arg":
+        return readKeys(args, l.keys);
+      case "state":
+        return (l.owner as Record<string, unknown>)[l.key];
+      case "const":
+        return l.value instanceof Tensor ? new Tensor(l.value.impl) : l.value;
+      default: {
+        const never: never = l;
+        throw new Error(`unknown output ${String(never)}`);
+      }
+    }
+  };
+  const value = unflatten(e.outSpec, e.outLeaves.map(produce));
+  for (const w of e.writes) (w.target as Record<string, unknown>)[w.key] = produce(w.leaf);
+  return value;
+}
+
+/** How a program parameter is read on a call. */
+function bindingReader(
+  bd: Binding,
+  slots: readonly InputSlot[],
+): (args: readonly unknown[]) => Literal {
+  switch (bd.kind) {
+    case "const": {
+      const lit = operandLiteral(new Tensor(bd.impl));
+      return () => lit;
+    }
+    case "scalar": {
+      const lit = operandLiteral(bd.value);
+      return () => lit;
+    }
+    case "slot": {
+      const slot = slots[bd.slot]!;
+      if (slot.kind === "state") {
+        const owner = slot.owner as Record<string, Tensor>;
+        const key = slot.key;
+        return () => operandLiteral(owner[key]!);
+      }
+      const keys = slot.keys;
+      return (args) => operandLiteral(readKeys(args, keys) as Tensor);
+    }
+    default: {
+      const never: never = bd;
+      throw new Error(`unknown binding ${String(never)}`);
+    }
+  }
+}
