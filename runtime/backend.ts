@@ -20,11 +20,34 @@ export interface Executable {
   run(inputs: readonly EvalValue[]): EvalValue;
 }
 
+/**
+ * How a backend's results relate to the reference evaluator's: `exact` (bit-identical) or
+ * `tolerance` (within the bounds of runtime/tiers.ts: reassociated sums, FMA, polynomial
+ * transcendental functions; integer semantics exact).
+ */
+export type Tier = "exact" | "tolerance";
+
+/** What a compile is for, so a backend can choose how to build it. */
+export interface CompileHints {
+  /**
+   * `eager`: a one-op program that will be compiled again for every new shape (a backend may
+   * build shape-generic code); `program` (default): a whole program compiled once.
+   */
+  readonly purpose?: "eager" | "program";
+}
+
 export interface Backend {
   readonly name: string;
   /** Higher runs first when no backend is named (the default is the fastest available). */
   readonly priority: number;
-  compile(module: Module): Executable;
+  /** The numerics contract (default `exact`). */
+  readonly tier?: Tier;
+  /**
+   * Whether the backend can run on this machine (a native backend needs a C compiler);
+   * checked, once, when backends are listed. Absent: always.
+   */
+  available?(): boolean;
+  compile(module: Module, hints?: CompileHints): Executable;
   /**
    * Optional, with `deserialize`: what the on-disk program cache stores for an executable (the
    * `js` backend's generated source, say). A backend without the pair is cached in memory only.
@@ -67,9 +90,28 @@ export function registerBackend(backend: Backend): void {
   registry.set(backend.name, backend);
 }
 
-/** Names of the registered backends, default first. */
+const availability = new Map<Backend, boolean>();
+
+function isAvailable(b: Backend): boolean {
+  let ok = availability.get(b);
+  if (ok === undefined) {
+    ok = b.available ? b.available() : true;
+    availability.set(b, ok);
+  }
+  return ok;
+}
+
+/** Names of the registered backends that can run here, default first. */
 export function backendNames(): string[] {
-  return [...registry.values()].sort((a, b) => b.priority - a.priority).map((b) => b.name);
+  return [...registry.values()]
+    .filter(isAvailable)
+    .sort((a, b) => b.priority - a.priority)
+    .map((b) => b.name);
+}
+
+/** The tier of a registered backend (`exact` unless it says otherwise). */
+export function backendTier(name: string): Tier {
+  return getBackend(name).tier ?? "exact";
 }
 
 /** The backend called `name`, or the default (highest priority) one. */
@@ -82,6 +124,12 @@ export function getBackend(name?: string): Backend {
   const b = registry.get(name);
   if (!b) {
     throw new Error(`unknown backend '${name}'; available: ${backendNames().join(", ")}`);
+  }
+  if (!isAvailable(b)) {
+    throw new Error(
+      `backend '${name}' is not available on this machine (KILN_LOGS=backend says why); ` +
+        `available: ${backendNames().join(", ")}`,
+    );
   }
   return b;
 }

@@ -2,12 +2,16 @@
 
 import "./interpreter.ts";
 import "./js/backend.ts";
+import "./native/backend.ts";
 
 export {
   type Backend,
   type Executable,
   UnsupportedError,
   backendNames,
+  backendTier,
+  type CompileHints,
+  type Tier,
   getBackend,
   registerBackend,
   single,

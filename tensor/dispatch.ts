@@ -300,7 +300,7 @@ function compile(
   });
   const module = mb.build();
   try {
-    return { exe: backend.compile(module), tuple };
+    return { exe: backend.compile(module, { purpose: "eager" }), tuple };
   } catch (e) {
     // The interpreter runs every opcode; a faster backend may decline a module.
     if (!(e instanceof UnsupportedError) || backend.name === interpreterBackend.name) throw e;

@@ -353,6 +353,7 @@ function deserializeJs(module: Module, payload: Uint8Array): JsExecutable {
 export const jsBackend: Backend = {
   name: "js",
   priority: 10,
+  tier: "exact",
   compile: compileJs,
   serialize: serializeJs,
   deserialize: deserializeJs,

@@ -65,6 +65,12 @@ export interface LowerOptions {
   minRows?: number;
   /** Shape-generic: every dim is a size parameter (eager kernels compiled once per rank). */
   generic?: boolean;
+  /**
+   * Whether the backend's library runs a contraction of this element type (and batch group
+   * count, for convolutions); when not, it is a generated kernel (default: always).
+   */
+  libraryContraction?: (op: "dot" | "convolution", type: ElementType, batchGroups: number) =>
+    boolean;
 }
 
 /** The pieces every generator shares: the builder, dims, bindings and size parameters. */
@@ -296,10 +302,17 @@ export function loopKernel(
   } else if (rank > 0) {
     // Group leading dims into the range until it has minRows rows (never the last dim, so the
     // innermost loop stays contiguous, unless there is one dim).
+    // A shape-generic kernel groups every dim but the last (its structure may not depend on
+    // the sizes it runs at).
     const minRows = opts.minRows ?? 1;
     let g = 1;
     let rows = progDims[0]!;
-    while (g < rank - 1 && rows < minRows && limits[g] === undefined && limits[0] === undefined) {
+    while (
+      g < rank - 1 &&
+      (opts.generic || rows < minRows) &&
+      limits[g] === undefined &&
+      limits[0] === undefined
+    ) {
       rows *= progDims[g]!;
       g++;
     }
@@ -888,4 +901,171 @@ export function dynamicUpdateSliceKernel(
   kb.store(body, out, linearIx(P, oi, od), P.load(arrayOf(upd).type, ub, linearIx(P, ui, ud)));
   const ext = ud.length > 0 ? [prog.c(arrayOf(upd).dims[0]!)] : [];
   return cx.finish(name, comment, ud.length > 0 ? 1 : 0, ext);
+}
+
+// ---- dot and convolution as kernels ----------------------------------------------------------
+
+/** A contraction's operands as the step list describes them (strided views of buffers). */
+export interface ContractionShape {
+  readonly type: ElementType;
+  readonly lhsDims: readonly number[];
+  readonly rhsDims: readonly number[];
+  readonly lhsStrides: readonly number[];
+  readonly rhsStrides: readonly number[];
+}
+
+/**
+ * The accumulator type of a generated contraction: the type itself for integers and pred
+ * (wrapping per step, the evaluator's semantics); f32 for floats (the evaluator accumulates in
+ * double and rounds once; f32 sums are the tolerance tier's).
+ */
+function accType(t: ElementType): ElementType {
+  return t === "f16" || t === "bf16" ? "f32" : t;
+}
+
+/**
+ * out = dot(lhs, rhs) as one kernel, for the types and forms a backend's library GEMM does not
+ * take. Bindings: out 0 is the result, 1 the lhs buffer, 2 the rhs buffer.
+ */
+export function dotKernel(
+  prog: ProgramIx,
+  name: string,
+  comment: string,
+  c: ContractionShape & { readonly dn: import("../../ir/attributes.ts").DotDimensionNumbers },
+  opts: LowerOptions = {},
+): KernelCall {
+  const cx = new Ctx(prog, opts);
+  const P = cx.pool;
+  const kb = cx.kb;
+  const t = c.type;
+  const at = accType(t);
+  const out = cx.out(t, 0, name);
+  const lb = kb.buf(t, "r", "lhs");
+  const rb = kb.buf(t, "r", "rhs");
+  cx.bindings.push({ kind: "out", index: 1 }, { kind: "out", index: 2 });
+  const dn = c.dn;
+  const free = (rank: number, used: readonly number[]) =>
+    range(rank).filter((i) => !used.includes(i));
+  const lf = free(c.lhsDims.length, [...dn.lhsBatch, ...dn.lhsContracting]);
+  const rf = free(c.rhsDims.length, [...dn.rhsBatch, ...dn.rhsContracting]);
+  const outDims = [
+    ...dn.lhsBatch.map((d) => c.lhsDims[d]!),
+    ...lf.map((d) => c.lhsDims[d]!),
+    ...rf.map((d) => c.rhsDims[d]!),
+  ];
+  const oi: Ix[] = [];
+  let body: Block = kb.root;
+  outDims.forEach((d, k) => {
+    const l = kb.loop(body, P.c(0), P.c(d), "parallel", k === 0 ? 0 : undefined);
+    oi.push(l.v);
+    body = l.body;
+  });
+  const acc = kb.accInit(body, at, P.const(at, at === "s64" ? 0n : 0));
+  const R = kb.nest(body, dn.lhsContracting.map((d) => P.c(c.lhsDims[d]!)), "reduce");
+  const li: Ix[] = new Array(c.lhsDims.length);
+  const ri: Ix[] = new Array(c.rhsDims.length);
+  const nb = dn.lhsBatch.length;
+  dn.lhsBatch.forEach((d, j) => (li[d] = oi[j]!));
+  dn.rhsBatch.forEach((d, j) => (ri[d] = oi[j]!));
+  lf.forEach((d, k) => (li[d] = oi[nb + k]!));
+  rf.forEach((d, k) => (ri[d] = oi[nb + lf.length + k]!));
+  dn.lhsContracting.forEach((d, j) => (li[d] = R.vars[j]!));
+  dn.rhsContracting.forEach((d, j) => (ri[d] = R.vars[j]!));
+  const off = (idx: readonly Ix[], st: readonly number[]) =>
+    P.add(...idx.map((x, k) => P.scale(x, st[k]!)));
+  const conv = (v: Sx) => (at === t ? v : P.apply("convert", at, t, [v]));
+  const a = conv(P.load(t, lb, off(li, c.lhsStrides)));
+  const b = conv(P.load(t, rb, off(ri, c.rhsStrides)));
+  const prod = P.apply("multiply", at, at, [a, b]);
+  kb.accSet(R.body, [acc.id], [P.apply("add", at, at, [acc.value, prod])], "add");
+  const res = at === t ? acc.value : P.apply("convert", t, at, [acc.value]);
+  kb.store(body, out, linearIx(P, oi, outDims.map((d) => P.c(d))), res);
+  const ext = outDims.length > 0 ? [prog.c(outDims[0]!)] : [];
+  return cx.finish(name, comment, outDims.length > 0 ? 1 : 0, ext);
+}
+
+/**
+ * out = convolution(lhs, rhs) as one kernel of direct loops (the evaluator's algorithm: holes
+ * and padding skipped). Bindings as dotKernel's.
+ */
+export function convKernel(
+  prog: ProgramIx,
+  name: string,
+  comment: string,
+  c: ContractionShape & {
+    readonly outDims: readonly number[];
+    readonly convDims: import("../../ir/attributes.ts").ConvDimensionNumbers;
+    readonly window: readonly import("../../ir/attributes.ts").WindowDim[];
+    readonly featureGroupCount: number;
+    readonly batchGroupCount: number;
+  },
+  opts: LowerOptions = {},
+): KernelCall {
+  const cx = new Ctx(prog, opts);
+  const P = cx.pool;
+  const kb = cx.kb;
+  const t = c.type;
+  const at = accType(t);
+  const out = cx.out(t, 0, name);
+  const lb = kb.buf(t, "r", "input");
+  const rb = kb.buf(t, "r", "kernel");
+  cx.bindings.push({ kind: "out", index: 1 }, { kind: "out", index: 2 });
+  const dn = c.convDims;
+  const fgc = c.featureGroupCount;
+  const bgc = c.batchGroupCount;
+  const inBatch = c.lhsDims[dn.inputBatch]!;
+  const kInF = c.rhsDims[dn.kernelInputFeature]!;
+  const outF = c.rhsDims[dn.kernelOutputFeature]!;
+  const ls = c.lhsStrides;
+  const rs = c.rhsStrides;
+  const oi: Ix[] = [];
+  let body: Block = kb.root;
+  c.outDims.forEach((d, k) => {
+    const l = kb.loop(body, P.c(0), P.c(d), "parallel", k === 0 ? 0 : undefined);
+    oi.push(l.v);
+    body = l.body;
+  });
+  const b = oi[dn.outputBatch]!;
+  const o = oi[dn.outputFeature]!;
+  const featureGroup = P.floordiv(o, P.c(outF / fgc));
+  const batchGroup = P.floordiv(o, P.c(outF / bgc));
+  const acc = kb.accInit(body, at, P.const(at, at === "s64" ? 0n : 0));
+  const W = kb.nest(body, c.window.map((w) => P.c(w.size)), "serial");
+  const conds: IxCmp[] = [];
+  const xs: Ix[] = [];
+  const ks: Ix[] = [];
+  c.window.forEach((w, k) => {
+    const u = P.add(P.scale(oi[dn.outputSpatial[k]!]!, w.stride), P.c(-w.padLow),
+      P.scale(W.vars[k]!, w.windowDilation));
+    let x = u;
+    if (w.baseDilation > 1) {
+      conds.push({ rel: "eq", a: P.mod(u, P.c(w.baseDilation)), b: P.c(0) });
+      x = P.floordiv(u, P.c(w.baseDilation));
+    }
+    conds.push({ rel: "le", a: P.c(0), b: x }, {
+      rel: "lt", a: x, b: P.c(c.lhsDims[dn.inputSpatial[k]!]!),
+    });
+    xs.push(x);
+    ks.push(w.windowReversal ? P.sub(P.c(w.size - 1), W.vars[k]!) : W.vars[k]!);
+  });
+  const inner = conds.length > 0 ? kb.when(W.body, conds) : W.body;
+  const F = kb.loop(inner, P.c(0), P.c(kInF), "reduce");
+  const f = P.add(P.scale(featureGroup, kInF), F.v);
+  const li = P.add(
+    P.scale(P.add(b, P.scale(batchGroup, inBatch / bgc)), ls[dn.inputBatch]!),
+    P.scale(f, ls[dn.inputFeature]!),
+    ...xs.map((x, k) => P.scale(x, ls[dn.inputSpatial[k]!]!)),
+  );
+  const ri = P.add(
+    P.scale(o, rs[dn.kernelOutputFeature]!),
+    P.scale(F.v, rs[dn.kernelInputFeature]!),
+    ...ks.map((x, k) => P.scale(x, rs[dn.kernelSpatial[k]!]!)),
+  );
+  const conv = (v: Sx) => (at === t ? v : P.apply("convert", at, t, [v]));
+  const prod = P.apply("multiply", at, at, [conv(P.load(t, lb, li)), conv(P.load(t, rb, ri))]);
+  kb.accSet(F.body, [acc.id], [P.apply("add", at, at, [acc.value, prod])], "add");
+  const res = at === t ? acc.value : P.apply("convert", t, at, [acc.value]);
+  kb.store(body, out, linearIx(P, oi, c.outDims.map((d) => P.c(d))), res);
+  const ext = c.outDims.length > 0 ? [prog.c(c.outDims[0]!)] : [];
+  return cx.finish(name, comment, c.outDims.length > 0 ? 1 : 0, ext);
 }

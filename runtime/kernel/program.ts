@@ -42,6 +42,8 @@ import {
 } from "./lower_expr.ts";
 import {
   type Binding,
+  convKernel,
+  dotKernel,
   dynamicUpdateSliceKernel,
   gatherKernel,
   type KernelCall,
@@ -409,6 +411,23 @@ class CompBuilder {
     };
   }
 
+  /** Whether two buffers of this computation share memory (an in-place group). */
+  private sameStorage(a: number, b: number): boolean {
+    if (a === b) return true;
+    const x = this.buffers[a]!.place;
+    const y = this.buffers[b]!.place;
+    if (x.kind === "result" && y.kind === "result") return x.index === y.index;
+    if (x.kind === "arena" && y.kind === "arena") {
+      const ea = x.offset + this.buffers[a]!.bytes;
+      const eb = y.offset + this.buffers[b]!.bytes;
+      return x.offset < eb && y.offset < ea;
+    }
+    if (x.kind === "param" && y.kind === "param") {
+      return x.param === y.param && x.path.join() === y.path.join();
+    }
+    return false;
+  }
+
   private callee(c: Computation): number {
     const i = this.pb.computation(c);
     this.callees.add(i);
@@ -744,7 +763,21 @@ class CompBuilder {
       log("fusion", `${this.pb.options.backend}: %${instr.name} (${kind}) runs per ` +
         `instruction: ${e.message}`);
       const c = this.callee(comp);
-      this.steps.push({ kind: "call", comp: c, args: ops, results: flat(this.values.get(instr)!) });
+      // The plan may have put the fusion's result over a dying operand (a kLoop kernel reads
+      // it elementwise); run per instruction, the callee would overwrite that operand before
+      // it has read all of it, so such a result goes through a scratch buffer.
+      const results = flat(this.values.get(instr)!);
+      const inputs = ops.flatMap(flat);
+      const tmp = results.map((r) => {
+        if (!inputs.some((i) => this.sameStorage(i, r))) return r;
+        const b = this.buffers[r]!;
+        return this.scratch({ kind: "array", type: b.type, dims: [b.elements], dynamic: [false] },
+          `${instr.name}.tmp`);
+      });
+      this.steps.push({ kind: "call", comp: c, args: ops, results: tmp });
+      tmp.forEach((t, i) => {
+        if (t !== results[i]) this.steps.push({ kind: "copy", from: t, to: results[i]! });
+      });
     }
   }
 
@@ -819,6 +852,12 @@ class CompBuilder {
     let restrict = limits !== undefined;
     let epilogue: Epilogue | undefined;
     let out = result;
+    const library =
+      this.opts.libraryContraction?.(
+        D.opcode === "dot" ? "dot" : "convolution",
+        t,
+        D.attrs.batchGroupCount ?? 1,
+      ) ?? true;
     if (root) {
       out = this.scratch(dShape, `${D.name}.raw`);
       const rShape = arrayOf(root);
@@ -827,7 +866,7 @@ class CompBuilder {
       // A dot's epilogue runs on rows (batch and lhs free dims); a convolution's on images.
       const rowDims = isDot ? dShape.dims.length - countFree(D, 1) : 1;
       const perTileOk =
-        same && elementInfo(t).float && (isDot || D.attrs.convDims!.outputBatch === 0);
+        library && same && elementInfo(t).float && (isDot || D.attrs.convDims!.outputBatch === 0);
       const call = loopKernel(
         this.pb.prog,
         {
@@ -864,6 +903,31 @@ class CompBuilder {
       restrict &&= epilogue.identityOnly && same;
     }
     const P = this.pb.prog.pool;
+    if (!library) {
+      // A generated kernel (the backend's library does not take this type), then the epilogue.
+      const shape = {
+        type: t,
+        lhsDims: arrayOf(D.operand(0)).dims,
+        rhsDims: arrayOf(D.operand(1)).dims,
+        lhsStrides: A.strides,
+        rhsStrides: B.strides,
+      };
+      const name = this.pb.kernelName(D.name);
+      const call =
+        D.opcode === "dot"
+          ? dotKernel(this.pb.prog, name, describe(D), { ...shape, dn: D.attrs.dot! }, this.opts)
+          : convKernel(this.pb.prog, name, describe(D), {
+              ...shape,
+              outDims: dShape.dims,
+              convDims: D.attrs.convDims!,
+              window: D.attrs.window!,
+              featureGroupCount: D.attrs.featureGroupCount ?? 1,
+              batchGroupCount: D.attrs.batchGroupCount ?? 1,
+            }, this.opts);
+      this.steps.push({ kind: "kernel", call, args: this.args(call, [out, A.buf, B.buf], leafOf) });
+      if (epilogue) this.steps.push({ kind: "kernel", call: epilogue.call, args: epilogue.args });
+      return;
+    }
     if (D.opcode === "dot") {
       const lim = restrict && limits ? dotLimits(P, D, limits) : undefined;
       const k = elementInfo(t).float

@@ -12,7 +12,9 @@ import { inspect } from "node:util";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fusionSummary } from "../../passes/index.ts";
-import { registeredOps } from "../../tensor/dispatch.ts";
+import { backendNames, backendTier } from "../../runtime/index.ts";
+import { EPS, PROGRAM_EPS_FACTOR, PROGRAM_ULPS, ulp } from "../../runtime/tiers.ts";
+import { registeredOps, setEagerBackend } from "../../tensor/dispatch.ts";
 import {
   type Backend,
   ProgramCache,
@@ -52,6 +54,16 @@ afterEach(() => {
   setLazy(false);
 });
 
+/**
+ * Bit-for-bit comparisons of lazy with eager hold on an exact backend (js, the interpreter);
+ * the blocks that make them run eager (and so lazy) on js whatever the default is. A
+ * tolerance-tier default (native) has its own property below, within its tier.
+ */
+function onExactBackend(): void {
+  beforeAll(() => setEagerBackend("js"));
+  afterAll(() => setEagerBackend(undefined));
+}
+
 /** Element-by-element identity (Object.is: NaN equals NaN, -0 differs from +0). */
 function expectIdentical(actual: Tensor, expected: Tensor): void {
   expect(actual.dtype).toBe(expected.dtype);
@@ -60,6 +72,27 @@ function expectIdentical(actual: Tensor, expected: Tensor): void {
   const e = Array.from(expected.data() as Float32Array);
   const bad = a.findIndex((v, i) => !Object.is(v, e[i]));
   expect(bad, `element ${bad}: ${a[bad]} vs ${e[bad]}`).toBe(-1);
+}
+
+/** Within the tolerance tier's multi-op bound (runtime/tiers.ts) of the exact result. */
+function expectWithinTier(actual: Tensor, expected: Tensor, inputs: readonly Tensor[]): void {
+  expect(actual.dtype).toBe(expected.dtype);
+  expect(actual.shape).toEqual(expected.shape);
+  const a = actual.data() as Float32Array;
+  const e = expected.data() as Float32Array;
+  let scale = 0;
+  for (const x of [e, ...inputs.map((t) => t.data() as Float32Array)]) {
+    for (const v of x) if (Number.isFinite(v)) scale = Math.max(scale, Math.abs(v));
+  }
+  for (let i = 0; i < e.length; i++) {
+    if (Number.isNaN(e[i]!) || !Number.isFinite(e[i]!)) {
+      expect(Object.is(a[i], e[i]) || (Number.isNaN(a[i]!) && Number.isNaN(e[i]!)),
+        `element ${i}: ${a[i]} vs ${e[i]}`).toBe(true);
+      continue;
+    }
+    const bound = PROGRAM_ULPS * ulp(e[i]!, "f32") + PROGRAM_EPS_FACTOR * EPS.f32 * scale;
+    expect(Math.abs(a[i]! - e[i]!), `element ${i}: ${a[i]} vs ${e[i]}`).toBeLessThanOrEqual(bound);
+  }
 }
 
 /** Same dtype, shape and elements (Object.is, so bigints, booleans and NaN compare too). */
@@ -162,7 +195,8 @@ function chainInputs(seed: number, dtype: "float32" | "float16"): Tensor[] {
 }
 
 describe("lazy mode gives eager's values, bit for bit", () => {
-  it.each(["default", "interpreter"] as const)(
+  onExactBackend();
+  it.each(["js", "interpreter"] as const)(
     "random float32 chains of elementwise ops and reductions (%s backend)",
     (backend) => {
       fc.assert(
@@ -170,12 +204,40 @@ describe("lazy mode gives eager's values, bit for bit", () => {
           const inputs = chainInputs(seed, "float32");
           const eager = runChain(inputs, steps);
           const options = backend === "interpreter" ? { backend } : {};
+          if (backend === "interpreter") setEagerBackend("interpreter");
           const lz = lazy(() => runChain(inputs, steps), options);
           expect(lz.filter((t) => !inputs.includes(t)).every(isPending)).toBe(true);
+          setEagerBackend("js");
           for (const [k, t] of lz.entries()) expectIdentical(t, eager[k]!);
         }),
-        { numRuns: backend === "default" ? 40 : 15, seed: 7 },
+        { numRuns: backend === "js" ? 40 : 15, seed: 7 },
       );
+    },
+  );
+
+  it.each(backendNames().filter((b) => backendTier(b) === "tolerance"))(
+    "random float32 chains on %s: lazy and eager within the tolerance tier of the evaluator",
+    (backend) => {
+      setEagerBackend(backend);
+      try {
+        fc.assert(
+          fc.property(fc.array(stepArb, { minLength: 1, maxLength: 10 }), fc.nat(), (steps, seed) => {
+            const inputs = chainInputs(seed, "float32");
+            setEagerBackend("interpreter");
+            const exact = runChain(inputs, steps);
+            setEagerBackend(backend);
+            const eager = runChain(inputs, steps);
+            const lz = lazy(() => runChain(inputs, steps));
+            for (const [k, t] of lz.entries()) {
+              expectWithinTier(t, exact[k]!, inputs);
+              expectWithinTier(eager[k]!, exact[k]!, inputs);
+            }
+          }),
+          { numRuns: 20, seed: 7 },
+        );
+      } finally {
+        setEagerBackend("js");
+      }
     },
   );
 
@@ -205,6 +267,7 @@ describe("lazy mode gives eager's values, bit for bit", () => {
 });
 
 describe("every registered op, lazily", () => {
+  onExactBackend();
   it("gives eager's results (or eager's error) for f(x), f(x, y) and f(x, 2)", () => {
     manualSeed(9);
     const x = randn(3, 4).mul(2);
@@ -493,6 +556,7 @@ describe("backends", () => {
 });
 
 describe("scopes and switches", () => {
+  onExactBackend();
   it("nested scopes: inner results feed the outer graph; modes restore on the way out", () => {
     manualSeed(5);
     const x = randn(2, 6);

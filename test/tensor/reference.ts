@@ -2,6 +2,9 @@
 // independently of tensor/shape.ts and tensor/lower.ts, plus row-major helpers. Values are
 // flat arrays of numbers in row-major order.
 
+import { expect } from "vitest";
+import { backendTier } from "../../runtime/index.ts";
+import { EPS, SUM_FACTOR, ulp } from "../../runtime/tiers.ts";
 import type { Tensor } from "../../tensor/index.ts";
 
 export interface Ref {
@@ -118,4 +121,27 @@ export function values(n: number, seed: number, lo = -4, hi = 4): number[] {
 /** Rounds to f32 (the test inputs are built from f32 values). */
 export function f32(xs: readonly number[]): number[] {
   return xs.map((x) => Math.fround(x));
+}
+
+/**
+ * Sums compared in a backend's tier (runtime/tiers.ts): bit for bit on an exact backend; on a
+ * tolerance one within 2·n·eps·Σ|terms| plus an ulp (`mags`: the same sums over the terms'
+ * magnitudes, `n` the number of terms per sum).
+ */
+export function expectSums(
+  backend: string,
+  got: readonly number[],
+  want: readonly number[],
+  mags: readonly number[],
+  n: number,
+): void {
+  if (backendTier(backend) === "exact") {
+    expect(got).toEqual(want);
+    return;
+  }
+  expect(got.length).toBe(want.length);
+  got.forEach((g, i) => {
+    const bound = SUM_FACTOR * Math.max(1, n) * EPS.f32 * mags[i]! + ulp(want[i]!, "f32");
+    expect(Math.abs(g - want[i]!), `element ${i}: ${g} vs ${want[i]}`).toBeLessThanOrEqual(bound);
+  });
 }
