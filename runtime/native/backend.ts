@@ -83,10 +83,12 @@ function addon(): NativeAddon {
   return a;
 }
 
-/** A kernel function to build: its body (named KILN_FN) and hash. */
+/** A kernel function to build: its body (named KILN_FN), hash, and what it implements. */
 interface FnSource {
   readonly key: string;
   readonly body: string;
+  /** The instruction or fusion it was first made for (a comment; not part of its key). */
+  readonly comment: string;
 }
 
 const FN_PLACEHOLDER = "KILN_FN";
@@ -101,19 +103,19 @@ function kernelSources(program: Program): { fns: FnSource[]; index: Map<object, 
   const fns: FnSource[] = [];
   const byKey = new Map<string, number>();
   const index = new Map<object, number>();
-  const add = (owner: object, body: string) => {
+  const add = (owner: object, body: string, comment: string) => {
     const key = sha256(body);
     let i = byKey.get(key);
     if (i === undefined) {
       i = fns.length;
-      fns.push({ key, body });
+      fns.push({ key, body, comment });
       byKey.set(key, i);
     }
     index.set(owner, i);
   };
   const kernel = (k: Kernel) => {
     if (index.has(k)) return;
-    add(k, r.render(scheduleKernel(k), FN_PLACEHOLDER));
+    add(k, r.render(scheduleKernel(k), FN_PLACEHOLDER), k.comment);
   };
   const visit = (s: Step) => {
     switch (s.kind) {
@@ -126,7 +128,7 @@ function kernelSources(program: Program): { fns: FnSource[]; index: Map<object, 
         else if (s.epilogue) kernel(s.epilogue.call.kernel);
         return;
       case "sort":
-        add(s, renderSortKernel(s, FN_PLACEHOLDER));
+        add(s, renderSortKernel(s, FN_PLACEHOLDER), `sort %${s.name}`);
         return;
       default:
         return;
@@ -153,7 +155,11 @@ function ensureLoaded(fns: readonly FnSource[]): void {
     const part = missing.slice(u * perUnit, (u + 1) * perUnit);
     if (part.length === 0) continue;
     const source = renderLibrary(
-      part.map((f) => ({ name: fnName(f.key), source: f.body.replace(FN_PLACEHOLDER, fnName(f.key)) })),
+      part.map((f) => ({
+        name: fnName(f.key),
+        source: f.body.replace(FN_PLACEHOLDER, fnName(f.key)),
+        comment: f.comment,
+      })),
     );
     const key =
       `kiln-native-kernels/${NATIVE_CODEGEN_VERSION} toolchain=${tc.value.key} ` +
@@ -183,6 +189,7 @@ function ensureLoaded(fns: readonly FnSource[]): void {
       });
       log("backend", () => `native: compiled ${missing.length} kernel(s) in ${toBuild.length} ` +
         `unit(s) in ${(performance.now() - t0).toFixed(0)} ms`);
+      log("ir", () => `native kernels compiled:\n${toBuild.map((t) => t.source).join("\n")}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -322,7 +329,9 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
     backend: "native",
     module,
     get source(): string {
-      return fns.map((f) => f.body.replace(FN_PLACEHOLDER, fnName(f.key))).join("\n\n");
+      return fns
+        .map((f) => `/* ${f.comment} */\n${f.body.replace(FN_PLACEHOLDER, fnName(f.key))}`)
+        .join("\n\n");
     },
     run(inputs: readonly EvalValue[]): EvalValue {
       if (inputs.length !== params.length) {

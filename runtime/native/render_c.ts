@@ -305,14 +305,17 @@ const REL = { lt: "<", le: "<=", eq: "==", ne: "!=" } as const;
 
 /** Renders scheduled kernels as C functions. */
 export class CKernelRenderer {
-  /** The C function of a kernel, named `name`. */
+  /**
+   * The C function of a kernel, named `name`; no comment (the text is the kernel's identity:
+   * the same kernel at another shape of a generic op must render the same).
+   */
   render(sk: ScheduledKernel, name: string): string {
     const k = sk.kernel;
     const params =
       k.ranges === 2
         ? "const KilnArgs* a, int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1"
         : "const KilnArgs* a, int64_t lo0, int64_t hi0";
-    const out: string[] = [`/* ${comment(k.comment)} */`, `static void ${name}(${params}) {`];
+    const out: string[] = [`static void ${name}(${params}) {`];
     k.bufs.forEach((b, i) => {
       const t = cType(b.type);
       const q = b.access === "r" ? "const " : "";
@@ -540,12 +543,14 @@ function comment(s: string): string {
 }
 
 /** A translation unit of kernels: one C source exporting them as a KilnLibrary. */
-export function renderLibrary(fns: readonly { name: string; source: string }[]): string {
+export function renderLibrary(
+  fns: readonly { name: string; source: string; comment?: string }[],
+): string {
   return [
     `/* Kiln native kernels (generated) */`,
     `#include "kiln_kernel.h"`,
     "",
-    ...fns.flatMap((f) => [f.source, ""]),
+    ...fns.flatMap((f) => [...(f.comment ? [`/* ${comment(f.comment)} */`] : []), f.source, ""]),
     `static const char* const kiln_names[] = {${fns.map((f) => `"${f.name}"`).join(", ")}};`,
     `static const void* const kiln_fns[] = {${fns.map((f) => `(const void*)${f.name}`).join(", ")}};`,
     `static void kiln_init(const KilnApi* api) { (void)api; }`,
@@ -579,10 +584,7 @@ export function renderSortKernel(
   for (let k = dims.length - 1; k > d; k--) stride *= dims[k]!;
   const r = new CKernelRenderer();
   const less = r.expr(inlineExpr(step.comparator.less));
-  const lines = [
-    `/* sort %${comment(step.name)} */`,
-    `static void ${name}(const KilnArgs* a, int64_t lo0, int64_t hi0) {`,
-  ];
+  const lines = [`static void ${name}(const KilnArgs* a, int64_t lo0, int64_t hi0) {`];
   for (let i = 0; i < n; i++) {
     const t = cType(step.comparator.args[2 * i]!);
     lines.push(`  ${t}* out${i} = (${t}*)a->buf[${i}];`);
