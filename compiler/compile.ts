@@ -21,6 +21,7 @@
 import type { Module } from "../ir/module.ts";
 import { lazyStats } from "../tensor/lazy.ts";
 import { Module as NNModule } from "../tensor/nn/module.ts";
+import { withNativeThreads } from "../runtime/native/backend.ts";
 import { log, logEnabled } from "../util/log.ts";
 import type { SourceAnalysis } from "./analyze.ts";
 import { buildEntryProgram } from "./build.ts";
@@ -141,8 +142,9 @@ export function compile(
     stats: new StatsCounter(),
   };
   const c: Compiled = { target, config: resolveConfig(options), state };
+  const threads = c.config.threads;
   function compiled(this: unknown, ...args: unknown[]): unknown {
-    return call(c, args);
+    return threads === undefined ? call(c, args) : withNativeThreads(threads, () => call(c, args));
   }
   const internals: Internals = {
     name: target.name,

@@ -45,6 +45,11 @@ export interface CompileOptions {
   buckets?: BucketPolicy;
   /** A size outside a declared range: "error" (default) throws; "recompile" specializes it. */
   outOfRange?: "error" | "recompile";
+  /**
+   * Threads the native backend's pool runs this function's programs on (the calling thread
+   * included); default: the pool's setting (KILN_NUM_THREADS, else every core).
+   */
+  threads?: number;
 }
 
 /** The options as the stages read them (see the file comment). */
@@ -61,6 +66,7 @@ export interface CompileConfig {
   readonly dynamic: DynamicOption;
   readonly buckets: BucketPolicy;
   readonly outOfRange: "error" | "recompile";
+  readonly threads: number | undefined;
   /** What replay mode and the tracer's lazy scope compile with. */
   readonly lazy: LazyOptions;
 }
@@ -90,8 +96,13 @@ export function resolveConfig(options: CompileOptions): CompileConfig {
       `compile: outOfRange must be "error" or "recompile", got ${describeValue(outOfRange)}`,
     );
   }
+  const threads = options.threads;
+  if (threads !== undefined && (!Number.isInteger(threads) || threads < 1)) {
+    throw new TypeError(`compile: threads must be an integer >= 1, got ${describeValue(threads)}`);
+  }
   return {
     backend: options.backend,
+    threads,
     fullgraph: Boolean(options.fullgraph),
     recompileLimit: limit,
     errorOnRecompile: Boolean(options.errorOnRecompile),

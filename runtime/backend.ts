@@ -49,6 +49,11 @@ export interface Backend {
   available?(): boolean;
   compile(module: Module, hints?: CompileHints): Executable;
   /**
+   * Optional: what else decides this backend's generated code on this machine (a native
+   * backend's compiler, version, flags and CPU features), folded into every program cache key.
+   */
+  cacheKeyParts?(): string;
+  /**
    * Optional, with `deserialize`: what the on-disk program cache stores for an executable (the
    * `js` backend's generated source, say). A backend without the pair is cached in memory only.
    */

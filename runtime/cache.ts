@@ -248,12 +248,13 @@ export class ProgramCache {
 
   /** The key `getOrCompile` would use, without compiling or touching the disk. */
   keyFor(module: Module, backend: Backend | string, options: CacheKeyOptions = {}): ProgramKey {
-    const name = typeof backend === "string" ? getBackend(backend).name : backend.name;
+    const b = typeof backend === "string" ? getBackend(backend) : backend;
+    const target = b.cacheKeyParts?.();
     return {
       kiln: this.kilnVersion,
-      backend: name,
+      backend: b.name,
       fingerprint: fingerprint(module),
-      options: optionsHash(options),
+      options: optionsHash(target === undefined ? options : { ...options, target }),
     };
   }
 

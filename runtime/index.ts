@@ -19,6 +19,15 @@ export {
 export { interpreterBackend } from "./interpreter.ts";
 export { jsBackend, jsSource, type JsExecutable } from "./js/backend.ts";
 export {
+  nativeBackend,
+  nativeProfile,
+  nativeThreads,
+  setNativeThreads,
+  withNativeThreads,
+} from "./native/backend.ts";
+export { nativeStatus } from "./native/toolchain.ts";
+export { toleranceProblem } from "./tiers.ts";
+export {
   ProgramCache,
   defaultProgramCache,
   setDefaultProgramCache,

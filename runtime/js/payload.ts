@@ -178,7 +178,7 @@ function recipeFromKey(key: string): Recipe | undefined {
 }
 
 /** The module's instructions in canonical order (the positions fingerprints name). */
-function canonicalInstructions(module: Module): Instruction[] {
+export function canonicalInstructions(module: Module): Instruction[] {
   const out: Instruction[] = [];
   for (const c of canonicalComputationOrder(module)) out.push(...canonicalInstructionOrder(c));
   return out;

@@ -97,6 +97,7 @@ interface RawAddon {
     params: readonly ArrayBufferView[],
     results: readonly ArrayBufferView[],
   ): void;
+  programProfile(program: ProgramHandle): [Float64Array, BigInt64Array] | undefined;
 }
 
 declare const programHandleBrand: unique symbol;
@@ -147,6 +148,8 @@ export interface NativeAddon {
     params: readonly ArrayBufferView[],
     results: readonly ArrayBufferView[],
   ): void;
+  /** Seconds and calls per step id, for a program made under KILN_NATIVE_PROFILE=1. */
+  programProfile(program: ProgramHandle): [Float64Array, BigInt64Array] | undefined;
 }
 
 // ---- Building ----------------------------------------------------------------------------------
@@ -320,6 +323,7 @@ function wrap(raw: RawAddon, key: string): NativeAddon {
     callKernel: raw.callKernel,
     createProgram: (code, libs, indices, consts) => raw.createProgram(code, libs, indices, consts),
     runProgram: raw.runProgram,
+    programProfile: (p) => raw.programProfile(p),
   };
 }
 

@@ -36,6 +36,7 @@ import type { Kernel } from "../kernel/kir.ts";
 import { lowerProgram, type Program, type Step } from "../kernel/program.ts";
 import { scheduleKernel } from "../kernel/schedule.ts";
 import { jsBackend } from "../js/backend.ts";
+import { canonicalInstructions } from "../js/payload.ts";
 import {
   type LibraryHandle,
   loadNativeAddon,
@@ -68,6 +69,8 @@ interface LoadedFn {
   readonly lib: LibraryHandle;
   readonly index: number;
   readonly source: string;
+  /** The library cache key of the translation unit it was built in. */
+  readonly tu: string;
 }
 
 /** Every kernel function loaded in this process, by the hash of its source. */
@@ -196,12 +199,32 @@ function ensureLoaded(fns: readonly FnSource[]): void {
   }
   for (const t of tus) {
     const lib = a.loadLibrary(bytes.get(t.key)!);
+    unitsLoaded.set(t.key, { handle: lib.handle, names: lib.names });
     t.fns.forEach((f) => {
       const index = lib.names.indexOf(fnName(f.key));
       if (index < 0) throw new Error(`native: a kernel library lacks ${fnName(f.key)}`);
-      loaded.set(f.key, { lib: lib.handle, index, source: f.body });
+      loaded.set(f.key, { lib: lib.handle, index, source: f.body, tu: t.key });
     });
   }
+}
+
+/** Translation units loaded in this process, by library cache key. */
+const unitsLoaded = new Map<string, { handle: LibraryHandle; names: readonly string[] }>();
+
+/**
+ * Loads translation unit `key` from the library cache (verified by its MAC before it is
+ * loaded); throws when it is not there, so a cached program whose libraries were evicted is
+ * recompiled by the program cache.
+ */
+function unit(key: string): { handle: LibraryHandle; names: readonly string[] } {
+  const known = unitsLoaded.get(key);
+  if (known) return known;
+  const bytes = defaultLibCache().get(key);
+  if (!bytes) throw new Error(`native: a kernel library of this program is not in the cache`);
+  const lib = addon().loadLibrary(bytes);
+  const u = { handle: lib.handle, names: lib.names };
+  unitsLoaded.set(key, u);
+  return u;
 }
 
 function leaves(v: EvalValue, out: LiteralData[]): void {
@@ -276,10 +299,13 @@ function nativeLowering(hints: CompileHints | undefined, module: Module) {
   };
 }
 
+/** Executables that are js standing in, and why (serialized as just that). */
+const fallbacks = new WeakMap<Executable, string>();
+
 function fallbackTo(module: Module, why: string): NativeExecutable {
   log("backend", `native: module '${module.name}' runs on js: ${why}`);
   const exe = jsBackend.compile(module);
-  return {
+  const out: NativeExecutable = {
     backend: "native",
     get module() {
       return exe.module;
@@ -288,6 +314,8 @@ function fallbackTo(module: Module, why: string): NativeExecutable {
     fallback: why,
     run: (inputs) => exe.run(inputs),
   };
+  fallbacks.set(out, why);
+  return out;
 }
 
 function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
@@ -318,30 +346,57 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
     if (e instanceof UnsupportedError) return fallbackTo(module, e.message);
     throw e;
   }
-  const a = addon();
   const libs = fns.map((f) => loaded.get(f.key)!.lib);
   const indices = Int32Array.from(fns.map((f) => loaded.get(f.key)!.index));
-  const handle: ProgramHandle = a.createProgram(encoded.code, libs, indices, encoded.consts);
-  const params = module.entry.parameters.map((p) => p.shape);
-  const root = module.entry.root.shape;
+  const exe = instantiate(module, encoded, libs, indices, () =>
+    fns.map((f) => `/* ${f.comment} */\n${f.body.replace(FN_PLACEHOLDER, fnName(f.key))}`)
+      .join("\n\n"),
+  );
+  stored.set(exe, {
+    code: encoded.code,
+    consts: encoded.consts,
+    steps: encoded.steps,
+    fns: fns.map((f) => ({ unit: loaded.get(f.key)!.tu, name: fnName(f.key) })),
+  });
   log("perf", () => `native: compiled '${module.name}' in ${(performance.now() - t0).toFixed(1)} ms`);
+  return exe;
+}
+
+/** An executable over an encoded program and its kernel functions. */
+function instantiate(
+  module: Module | (() => Module),
+  encoded: { code: BigInt64Array; consts: readonly ArrayBufferView[]; steps: readonly string[] },
+  libs: readonly LibraryHandle[],
+  indices: Int32Array,
+  source: () => string,
+  shapes?: { params: readonly Shape[]; root: Shape },
+): NativeExecutable {
+  const a = addon();
+  const handle: ProgramHandle = a.createProgram(encoded.code, libs, indices, encoded.consts);
+  const getModule = typeof module === "function" ? module : () => module;
+  const name = () => getModule().name;
+  if (process.env["KILN_NATIVE_PROFILE"] === "1") {
+    profiled.push({ name: shapes ? "(cached)" : name(), handle, steps: encoded.steps });
+  }
+  const params = shapes?.params ?? getModule().entry.parameters.map((p) => p.shape);
+  const root = shapes?.root ?? getModule().entry.root.shape;
   return {
     backend: "native",
-    module,
+    get module(): Module {
+      return getModule();
+    },
     get source(): string {
-      return fns
-        .map((f) => `/* ${f.comment} */\n${f.body.replace(FN_PLACEHOLDER, fnName(f.key))}`)
-        .join("\n\n");
+      return source();
     },
     run(inputs: readonly EvalValue[]): EvalValue {
       if (inputs.length !== params.length) {
-        throw new Error(`native: module '${module.name}' takes ${params.length} argument(s), ` +
+        throw new Error(`native: module '${name()}' takes ${params.length} argument(s), ` +
           `got ${inputs.length}`);
       }
       params.forEach((s, i) => {
         const problem = conformance(inputs[i]!, s);
         if (problem !== null) {
-          throw new Error(`native: argument ${i} of '${module.name}' does not match ` +
+          throw new Error(`native: argument ${i} of '${name()}' does not match ` +
             `${shapeToString(s, false)}: ${problem}`);
         }
       });
@@ -353,6 +408,152 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
       return resultValue(root, results, { i: 0 });
     },
   };
+}
+
+// ---- The disk cache --------------------------------------------------------------------------
+
+/** What serialize needs of an executable this backend made. */
+interface StoredProgram {
+  readonly code: BigInt64Array;
+  readonly consts: readonly ArrayBufferView[];
+  readonly steps: readonly string[];
+  /** Each kernel function: its translation unit's library cache key and symbol name. */
+  readonly fns: readonly { unit: string; name: string }[];
+}
+
+const stored = new WeakMap<Executable, StoredProgram>();
+
+/** Constants up to this many bytes are stored in the payload; larger ones are re-read. */
+const INLINE_CONSTANT_BYTES = 16 * 1024;
+
+const PAYLOAD_MAGIC = "KILNNTPG";
+
+/**
+ * The program cache's payload of a native executable: the encoded step list, the kernels by
+ * translation unit (kept in the library cache) and symbol, the constants (small ones inline,
+ * large ones by their position in the module's canonical order), all behind the toolchain key
+ * it was built with. A load compiles nothing: it verifies and loads the units and makes the
+ * program.
+ */
+function serializeNative(exe: Executable): Uint8Array {
+  if (fallbacks.has(exe)) {
+    // A js stand-in: the load decides again (cheaply) on the module.
+    return new TextEncoder().encode(JSON.stringify({ format: PAYLOAD_MAGIC, fallback: true }));
+  }
+  const s = stored.get(exe);
+  if (!s) throw new Error("native: serialize got an executable native did not compile");
+  const tc = toolchain();
+  if (!tc.ok) throw new Error(`native: ${tc.reason}`);
+  const positions = new Map<object, number>();
+  canonicalInstructions(exe.module).forEach((i, k) => {
+    const lit = i.opcode === "constant" ? i.attrs.literal : undefined;
+    if (lit && !positions.has(lit.data)) positions.set(lit.data, k);
+  });
+  const blobs: Uint8Array[] = [];
+  let blobBytes = 0;
+  const consts = s.consts.map((c) => {
+    const bytes = new Uint8Array(c.buffer, c.byteOffset, c.byteLength);
+    const at = positions.get(c);
+    if (bytes.length > INLINE_CONSTANT_BYTES && at !== undefined) return { at };
+    blobs.push(bytes.slice());
+    const off = blobBytes;
+    blobBytes += bytes.length;
+    return { blob: off, bytes: bytes.length, type: c.constructor.name };
+  });
+  const meta = {
+    format: PAYLOAD_MAGIC,
+    version: NATIVE_CODEGEN_VERSION,
+    toolchain: tc.value.key,
+    fns: s.fns,
+    consts,
+    steps: s.steps,
+  };
+  const metaBytes = new TextEncoder().encode(JSON.stringify(meta));
+  const code = new Uint8Array(s.code.buffer, s.code.byteOffset, s.code.byteLength);
+  const out = new Uint8Array(12 + metaBytes.length + code.length + blobBytes);
+  const dv = new DataView(out.buffer);
+  dv.setUint32(0, metaBytes.length, true);
+  dv.setUint32(4, code.length, true);
+  dv.setUint32(8, blobBytes, true);
+  out.set(metaBytes, 12);
+  out.set(code, 12 + metaBytes.length);
+  let at = 12 + metaBytes.length + code.length;
+  for (const b of blobs) {
+    out.set(b, at);
+    at += b.length;
+  }
+  return out;
+}
+
+const TYPED: Record<string, new (b: ArrayBuffer) => ArrayBufferView> = {
+  Float32Array,
+  Int32Array,
+  BigInt64Array,
+  Uint8Array,
+};
+
+function deserializeNative(module: Module, payload: Uint8Array): NativeExecutable {
+  return loadNative(() => module, payload);
+}
+
+function loadNative(module: () => Module, payload: Uint8Array): NativeExecutable {
+  const bad = (why: string): never => {
+    throw new Error(`native cache payload: ${why}`);
+  };
+  if (payload[0] === 0x7b /* { */) {
+    const m = JSON.parse(new TextDecoder().decode(payload)) as { format?: string; fallback?: boolean };
+    if (m.format !== PAYLOAD_MAGIC || m.fallback !== true) bad("not a native program");
+    return compileNative(module());
+  }
+  if (payload.length < 12) bad("too short");
+  const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const metaLen = dv.getUint32(0, true);
+  const codeLen = dv.getUint32(4, true);
+  const blobLen = dv.getUint32(8, true);
+  if (12 + metaLen + codeLen + blobLen !== payload.length || codeLen % 8 !== 0) bad("lengths");
+  const meta = JSON.parse(new TextDecoder().decode(payload.subarray(12, 12 + metaLen))) as {
+    format: string;
+    version: number;
+    toolchain: string;
+    fns: { unit: string; name: string }[];
+    consts: ({ at: number } | { blob: number; bytes: number; type: string })[];
+    steps: string[];
+  };
+  if (meta.format !== PAYLOAD_MAGIC) bad("not a native program");
+  if (meta.version !== NATIVE_CODEGEN_VERSION) bad(`codegen version ${meta.version}`);
+  const tc = toolchain();
+  if (!tc.ok || tc.value.key !== meta.toolchain) bad("built with another toolchain");
+  // Copies (new Uint8Array(view)): the payload may be a Buffer view into the whole entry file,
+  // and a Buffer's slice() shares its memory.
+  const code = new BigInt64Array(
+    new Uint8Array(payload.subarray(12 + metaLen, 12 + metaLen + codeLen)).buffer,
+  );
+  const blob = payload.subarray(12 + metaLen + codeLen);
+  let instrs: ReturnType<typeof canonicalInstructions> | undefined;
+  const consts = meta.consts.map((c) => {
+    if ("at" in c) {
+      instrs ??= canonicalInstructions(module());
+      const lit = instrs[c.at]?.attrs.literal;
+      if (!lit) bad(`constant position ${c.at}`);
+      return lit!.data;
+    }
+    const ctor = TYPED[c.type];
+    if (!ctor || c.blob + c.bytes > blob.length) bad("a constant");
+    return new ctor!(new Uint8Array(blob.subarray(c.blob, c.blob + c.bytes)).buffer);
+  });
+  const libs: LibraryHandle[] = [];
+  const indices = new Int32Array(meta.fns.length);
+  meta.fns.forEach((f, i) => {
+    const u = unit(f.unit);
+    const index = u.names.indexOf(f.name);
+    if (index < 0) bad(`kernel ${f.name} is not in its library`);
+    libs.push(u.handle);
+    indices[i] = index;
+  });
+  const encoded = { code, consts, steps: meta.steps };
+  const exe = instantiate(module, encoded, libs, indices, () => "// loaded from the cache");
+  stored.set(exe, { code, consts, steps: meta.steps, fns: meta.fns });
+  return exe;
 }
 
 /**
@@ -376,6 +577,41 @@ export function prepareNative(modules: readonly Module[], hints?: CompileHints):
   return all.length;
 }
 
+const profiled: { name: string; handle: ProgramHandle; steps: readonly string[] }[] = [];
+
+/**
+ * Where the programs' time went (KILN_NATIVE_PROFILE=1): per step of every native program
+ * made since, its total seconds and calls, heaviest first.
+ */
+export function nativeProfile(): { program: string; step: string; ms: number; calls: number }[] {
+  const out: { program: string; step: string; ms: number; calls: number }[] = [];
+  for (const p of profiled) {
+    const r = addon().programProfile(p.handle);
+    if (!r) continue;
+    const [s, n] = r;
+    for (let i = 0; i < s.length; i++) {
+      if (n[i]! > 0n) {
+        out.push({ program: p.name, step: p.steps[i]!, ms: s[i]! * 1000, calls: Number(n[i]!) });
+      }
+    }
+  }
+  return out.sort((a, b) => b.ms - a.ms);
+}
+
+if (process.env["KILN_NATIVE_PROFILE"] === "1") {
+  process.on("exit", () => {
+    const rows = nativeProfile();
+    if (rows.length === 0) return;
+    const total = rows.reduce((t, r) => t + r.ms, 0);
+    const lines = rows.slice(0, 40).map(
+      (r) =>
+        `${r.ms.toFixed(2).padStart(10)} ms ${((100 * r.ms) / total).toFixed(1).padStart(5)}% ` +
+        `${String(r.calls).padStart(6)}x  ${r.program}: ${r.step}`,
+    );
+    process.stderr.write(`[kiln:native profile] ${total.toFixed(1)} ms in all\n${lines.join("\n")}\n`);
+  });
+}
+
 /** Threads the native runtime uses (the calling thread included); 0 restores the default. */
 export function setNativeThreads(n: number): void {
   if (!Number.isInteger(n) || n < 0) throw new Error(`native threads must be >= 0, got ${n}`);
@@ -386,18 +622,40 @@ export function nativeThreads(): number {
   return addon().getThreads();
 }
 
-/** Whether `native` can run here (KILN_NATIVE=0 turns it off); logs why not once. */
-function nativeAvailable(): boolean {
-  if (process.env["KILN_NATIVE"] === "0") {
-    log("backend", "native: disabled by KILN_NATIVE=0; the default backend is js");
-    return false;
+/**
+ * Runs `fn` with the native pool at `n` threads, then restores the previous count (a compiled
+ * function's `threads` option). Where native cannot run, just runs `fn`.
+ */
+export function withNativeThreads<T>(n: number, fn: () => T): T {
+  if (!nativeAvailable()) return fn();
+  const a = addon();
+  const before = a.getThreads();
+  if (before === n) return fn();
+  a.setThreads(n);
+  try {
+    return fn();
+  } finally {
+    a.setThreads(before);
   }
+}
+
+let availableMemo: boolean | undefined;
+
+/** Why `native` cannot run here, or undefined when it can (KILN_NATIVE=0 turns it off). */
+export function nativeUnavailableReason(): string | undefined {
+  if (process.env["KILN_NATIVE"] === "0") return "disabled by KILN_NATIVE=0";
   const st = nativeStatus();
-  if (!st.ok) {
-    log("backend", `native: not available (${st.reason}); the default backend is js`);
-    return false;
+  return st.ok ? undefined : st.reason;
+}
+
+/** Whether `native` can run here; logs why not, once. */
+function nativeAvailable(): boolean {
+  if (availableMemo === undefined) {
+    const why = nativeUnavailableReason();
+    availableMemo = why === undefined;
+    if (why !== undefined) log("backend", `native: not available (${why}); the default is js`);
   }
-  return true;
+  return availableMemo;
 }
 
 export const nativeBackend: Backend = {
@@ -406,6 +664,13 @@ export const nativeBackend: Backend = {
   tier: "tolerance",
   available: nativeAvailable,
   compile: compileNative,
+  cacheKeyParts: () => {
+    const tc = toolchain();
+    return tc.ok ? `native/${NATIVE_CODEGEN_VERSION} ${tc.value.key}` : "native/unavailable";
+  },
+  serialize: serializeNative,
+  deserialize: deserializeNative,
+  deserializeDeferred: loadNative,
 };
 
 registerBackend(nativeBackend);

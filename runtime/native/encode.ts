@@ -22,7 +22,7 @@ import type {
 } from "../kernel/program.ts";
 
 export const PROGRAM_MAGIC = 0x4b494c4e50524731n; // "KILNPRG1"
-export const PROGRAM_VERSION = 1n;
+export const PROGRAM_VERSION = 2n;
 
 const OP = { kernel: 1, copy: 2, gemm: 3, conv: 4, call: 5, while: 6, cond: 7 } as const;
 const SLOT = { arena: 0, param: 1, result: 2, constant: 3 } as const;
@@ -35,6 +35,8 @@ export interface EncodedProgram {
   readonly code: BigInt64Array;
   /** Constant data, by constant index (copied by the addon). */
   readonly consts: readonly ArrayBufferView[];
+  /** What each step id is (for the interpreter's profile). */
+  readonly steps: readonly string[];
 }
 
 function flat(v: Value): number[] {
@@ -103,6 +105,7 @@ export function canonicalDot(
 }
 
 class Encoder {
+  readonly steps: string[] = [];
   private readonly exprs: bigint[][] = [];
   private readonly exprIndex = new Map<Ix, number>();
   readonly consts: ArrayBufferView[] = [];
@@ -116,11 +119,12 @@ class Encoder {
   encode(): EncodedProgram {
     const comps = this.program.computations;
     const head = [PROGRAM_MAGIC, PROGRAM_VERSION, BigInt(comps.length),
-      BigInt(this.program.arenaBytes), 0n];
+      BigInt(this.program.arenaBytes), 0n, 0n];
     const bodies = comps.map((c) => this.computation(c));
+    head[5] = BigInt(this.steps.length);
     const code: bigint[] = [...head, ...comps.map(() => 0n)];
     bodies.forEach((b, i) => {
-      code[5 + i] = BigInt(code.length);
+      code[6 + i] = BigInt(code.length);
       const base = code.length;
       for (const w of b.words) code.push(w);
       for (const p of b.tables) code[base + p.at] = -1n; // patched below
@@ -128,7 +132,7 @@ class Encoder {
     // Tables (GEMM axes), then the expression table.
     const tableAt = new Map<readonly number[], number>();
     bodies.forEach((b, i) => {
-      const base = Number(code[5 + i]);
+      const base = Number(code[6 + i]);
       for (const p of b.tables) {
         let at = tableAt.get(p.table);
         if (at === undefined) {
@@ -147,7 +151,7 @@ class Encoder {
       code[exprStart + i] = BigInt(code.length);
       code.push(BigInt(e.length / 2), ...e);
     });
-    return { code: BigInt64Array.from(code), consts: this.consts };
+    return { code: BigInt64Array.from(code), consts: this.consts, steps: this.steps };
   }
 
   private constant(lit: Literal): number {
@@ -274,7 +278,14 @@ class Encoder {
       tables.push({ at: w.length, table: t });
       return -1n;
     };
-    for (const s of c.steps) this.step(s, c, w, table);
+    for (const s of c.steps) {
+      const at = w.length;
+      this.step(s, c, w, table);
+      // Every step: [opcode, step id, ...]; the id goes in after the opcode.
+      w.splice(at + 1, 0, BigInt(this.steps.length));
+      for (const t of tables) if (t.at > at) t.at += 1;
+      this.steps.push(`${c.name}: ${describeStep(s)}`);
+    }
     return { words: w, tables };
   }
 
@@ -442,6 +453,20 @@ class Encoder {
     } else {
       w.push(-1n, 0n);
     }
+  }
+}
+
+function describeStep(s: Step): string {
+  switch (s.kind) {
+    case "kernel":
+      return s.call.kernel.comment;
+    case "dot":
+    case "conv":
+      return `${s.kind} %${s.name}${s.epilogue ? " (+epilogue)" : ""}`;
+    case "sort":
+      return `sort %${s.name}`;
+    default:
+      return s.kind;
   }
 }
 

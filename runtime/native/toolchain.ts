@@ -28,6 +28,7 @@ import { log } from "../../util/log.ts";
 // A cycle (addon.ts builds with this file's compiler): neither file uses the other's bindings
 // while loading, only in functions called later.
 import { loadNativeAddon } from "./addon.ts";
+import { defaultLibCache } from "./libcache.ts";
 
 /** The runtime library's sources and headers (kiln_rt.h); always on the include path. */
 export const CSRC_DIR = fileURLToPath(new URL("./csrc/", import.meta.url));
@@ -465,17 +466,67 @@ export function probeToolchain(env: NodeJS.ProcessEnv = process.env): Probed<Too
 
 let memo: Probed<Toolchain> | undefined;
 
-/** The toolchain of this process, probed once. */
+/**
+ * What a successful probe depends on, cheap to read without running anything: the compiler
+ * file found (path and stat), the environment that steers the search, the CPU's flags, Node's
+ * ABI. A probe is remembered under it in the library cache (authenticated like every entry),
+ * so a new process does not spend ~80 ms running the compiler to learn what it knew.
+ */
+function probeMemoKey(env: NodeJS.ProcessEnv): string | undefined {
+  const own = env["KILN_CC"];
+  const path =
+    own !== undefined && own !== ""
+      ? whichExecutable(own, env)
+      : CANDIDATES.map((c) => whichExecutable(c, env)).find((p) => p !== undefined);
+  if (path === undefined) return undefined;
+  let st: { size: number; mtimeMs: number; ino: number };
+  try {
+    st = statSync(path);
+  } catch {
+    return undefined;
+  }
+  const cpu = cpuInfo();
+  return createHash("sha256")
+    .update(JSON.stringify([
+      "kiln-toolchain-probe/1", path, st.size, st.mtimeMs, st.ino, own ?? "",
+      env["KILN_NODE_INCLUDE"] ?? "", env["PATH"] ?? "", cpu.flags, cpu.model, process.arch,
+      process.platform, process.versions.modules ?? "", process.versions.napi ?? "",
+      process.execPath,
+    ]))
+    .digest("hex");
+}
+
+/** The toolchain of this process, probed once (and remembered across processes). */
 export function toolchain(): Probed<Toolchain> {
   if (memo === undefined) {
     try {
-      memo = probeToolchain();
+      const key = probeMemoKey(process.env);
+      const cache = key !== undefined ? probeCache() : undefined;
+      const known = key !== undefined ? cache?.get(`toolchain-probe ${key}`) : undefined;
+      if (known) {
+        memo = { ok: true, value: JSON.parse(new TextDecoder().decode(known)) as Toolchain };
+      } else {
+        memo = probeToolchain();
+        if (memo.ok && key !== undefined && cache) {
+          cache.put(`toolchain-probe ${key}`, new TextEncoder().encode(JSON.stringify(memo.value)));
+        }
+      }
     } catch (e) {
       const why = e instanceof Error ? e.message : String(e);
       memo = { ok: false, reason: `the toolchain probe failed: ${why}` };
     }
   }
   return memo;
+}
+
+/** The library cache, for the probe memo (undefined when it cannot be used). */
+function probeCache(): { get(k: string): Uint8Array | undefined; put(k: string, b: Uint8Array): void }
+  | undefined {
+  try {
+    return defaultLibCache();
+  } catch {
+    return undefined;
+  }
 }
 
 /** The toolchain key (part of every native cache key), or undefined with no toolchain. */

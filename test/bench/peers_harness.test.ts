@@ -1,12 +1,17 @@
 // The side-by-side benchmark harness (bench/peers/harness.ts): the cross-check that decides
-// whether a runtime's figures are comparable, the median/spread summary and the tables. Nothing
-// here times anything or needs the peer packages; sizes are tiny.
+// whether a runtime's figures are comparable, the median/spread summary, the tables and their
+// ratio to onnxruntime at the same thread count. Nothing here times anything or needs the peer
+// packages; sizes are tiny.
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   crossCheck,
   markdownTable,
+  ORT_COLUMN,
+  ortRatio,
+  ortRuntime,
+  rowThreads,
   summarize,
   textTable,
   uniform,
@@ -110,5 +115,36 @@ describe("tables", () => {
     const md = markdownTable(w).split("\n");
     expect(md[1]).toBe("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     expect(md).toHaveLength(5);
+  });
+
+  it("divides a Kiln row stating its threads by onnxruntime's row at that count", () => {
+    const t = (medianMs: number) => ({ medianMs, spread: 0, runs: 3 });
+    const withOrt: WorkloadResult = {
+      name: "matmul 2",
+      baseline: "Kiln compiled (js)",
+      rows: [
+        { runtime: "Kiln compiled (native, 1 thread)", timing: t(3) },
+        { runtime: "Kiln compiled (native, 4 threads), 39-token window", timing: t(2) },
+        { runtime: "Kiln compiled (native, 8 threads)", timing: t(2) },
+        { runtime: "Kiln eager (native)", timing: t(5) },
+        { runtime: "Kiln compiled (js)", timing: t(10) },
+        { runtime: ortRuntime(1), timing: t(2) },
+        { runtime: ortRuntime(4), timing: t(4) },
+        { runtime: "tfjs wasm (1 thread)", timing: t(1) },
+      ],
+    };
+    expect(ortRuntime(1)).toBe("onnxruntime-node (1 thread)");
+    expect(ortRuntime(4)).toBe("onnxruntime-node (4 threads)");
+    expect(withOrt.rows.map((r) => rowThreads(r.runtime))).toEqual([
+      1, 4, 8, undefined, undefined, 1, 4, 1,
+    ]);
+    expect(withOrt.rows.map((r) => ortRatio(withOrt, r))).toEqual([
+      1.5, 0.5, undefined, undefined, undefined, undefined, undefined, undefined,
+    ]);
+    const text = textTable(withOrt).split("\n");
+    expect(text[1]).toContain(`x Kiln compiled (js)  ${ORT_COLUMN}`);
+    expect(text[2]).toMatch(/^Kiln compiled \(native, 1 thread\)\s+3\.000.*\s0\.30\s+1\.50\s/);
+    // No onnxruntime row in a table (compile times): no such column.
+    expect(textTable(w).split("\n")[1]).not.toContain(ORT_COLUMN);
   });
 });

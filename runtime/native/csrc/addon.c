@@ -639,6 +639,38 @@ static napi_value js_run_program(napi_env env, napi_callback_info cb) {
   return NULL;
 }
 
+/* programProfile(program) → [seconds: Float64Array, calls: BigInt64Array] per step id, or
+ * undefined when the program was created without KILN_NATIVE_PROFILE=1. */
+static napi_value js_program_profile(napi_env env, napi_callback_info cb) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(env, napi_get_cb_info(env, cb, &argc, argv, NULL, NULL), "programProfile");
+  void* pv = NULL;
+  if (argc < 1 || napi_get_value_external(env, argv[0], &pv) != napi_ok || pv == NULL) {
+    return throw_type_error(env, "programProfile: not a program");
+  }
+  enum { CAP = 1 << 16 };
+  static double secs[CAP];
+  static int64_t calls[CAP];
+  int64_t n = kiln_program_profile((const KilnProgram*)pv, secs, calls, CAP);
+  if (n == 0) return NULL;
+  napi_value ab1, ab2, f64, i64, arr;
+  void* d1 = NULL;
+  void* d2 = NULL;
+  NAPI_OK(env, napi_create_arraybuffer(env, (size_t)n * 8, &d1, &ab1), "programProfile");
+  NAPI_OK(env, napi_create_arraybuffer(env, (size_t)n * 8, &d2, &ab2), "programProfile");
+  memcpy(d1, secs, (size_t)n * 8);
+  memcpy(d2, calls, (size_t)n * 8);
+  NAPI_OK(env, napi_create_typedarray(env, napi_float64_array, (size_t)n, ab1, 0, &f64),
+          "programProfile");
+  NAPI_OK(env, napi_create_typedarray(env, napi_bigint64_array, (size_t)n, ab2, 0, &i64),
+          "programProfile");
+  NAPI_OK(env, napi_create_array_with_length(env, 2, &arr), "programProfile");
+  NAPI_OK(env, napi_set_element(env, arr, 0, f64), "programProfile");
+  NAPI_OK(env, napi_set_element(env, arr, 1, i64), "programProfile");
+  return arr;
+}
+
 /* ---- Module ------------------------------------------------------------------------------ */
 
 NAPI_MODULE_INIT() {
@@ -651,6 +683,7 @@ NAPI_MODULE_INIT() {
       {"callKernel", NULL, js_call_kernel, NULL, NULL, NULL, napi_enumerable, NULL},
       {"createProgram", NULL, js_create_program, NULL, NULL, NULL, napi_enumerable, NULL},
       {"runProgram", NULL, js_run_program, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"programProfile", NULL, js_program_profile, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof kExports / sizeof kExports[0], kExports) !=
       napi_ok) {

@@ -7,7 +7,8 @@
  * shape-generic kernels of every other shape.
  *
  * Layout (all int64): [magic, version, computations, arena bytes, expressions offset,
- * computation offsets...]. A computation: slots (kind, value) — 0 arena byte offset, 1
+ * step ids, computation offsets...]. Every step starts with its opcode and a step id (its
+ * position in the profile, KILN_NATIVE_PROFILE=1). A computation: slots (kind, value) — 0 arena byte offset, 1
  * parameter leaf, 2 result index, 3 constant index — then parameter leaves, results, steps.
  * A size (kernel size, range, GEMM limit) is a literal when >= 0, else -(e+1) for expression e:
  * a postfix list over constants and the first s32 of an ENTRY parameter leaf (a bucket's real
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln_rt.h"
 #include "program.h"
@@ -34,7 +36,7 @@ const KilnApi* kiln_runtime_api(void);
 #endif
 
 #define PROGRAM_MAGIC 0x4b494c4e50524731LL /* "KILNPRG1" */
-#define PROGRAM_VERSION 1
+#define PROGRAM_VERSION 2
 
 enum { OP_KERNEL = 1, OP_COPY = 2, OP_GEMM = 3, OP_CONV = 4, OP_CALL = 5, OP_WHILE = 6,
        OP_COND = 7 };
@@ -47,6 +49,10 @@ enum { X_CONST = 1, X_PARAM = 2, X_ADD = 3, X_MUL = 4, X_MIN = 5, X_MAX = 6, X_D
 #define MAX_SIZES 64
 
 struct KilnProgram {
+  /* Per step id: seconds spent and calls (KILN_NATIVE_PROFILE=1), else NULL. */
+  double* prof_s;
+  int64_t* prof_n;
+  int64_t nsteps_total;
   int64_t* code;
   int64_t ncode;
   void** fns;
@@ -172,10 +178,29 @@ static void axis_of(KilnProgram* p, int64_t table, int64_t stride, KilnAxis* ax)
   ax->table = table >= 0 && table < p->ncode ? &p->code[table] : NULL;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
   const KilnApi* api = kiln_runtime_api();
+  int64_t prof_id = -1;
+  double prof_t0 = 0;
   for (int64_t s = 0; s < nsteps && p->error[0] == 0; s++) {
+    if (prof_id >= 0) {
+      p->prof_s[prof_id] += now_s() - prof_t0;
+      p->prof_n[prof_id]++;
+    }
     int64_t op = W(at++);
+    int64_t id = W(at++);
+    if (p->prof_s != NULL && id >= 0 && id < p->nsteps_total) {
+      prof_id = id;
+      prof_t0 = now_s();
+    } else {
+      prof_id = -1;
+    }
     switch (op) {
       case OP_KERNEL: {
         /* fn, nbuf, slots..., nsize, sizes..., has range (0/1), extent, grain */
@@ -373,6 +398,10 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         return fail(p, "unknown step");
     }
   }
+  if (prof_id >= 0) {
+    p->prof_s[prof_id] += now_s() - prof_t0;
+    p->prof_n[prof_id]++;
+  }
   return p->error[0] == 0 ? 0 : -1;
 }
 
@@ -380,7 +409,7 @@ static int run_comp(KilnProgram* p, int64_t c, void* const* params, int64_t npar
                     void* const* results, int64_t nresults) {
   int64_t ncomps = p->code[2];
   if (c < 0 || c >= ncomps) return fail(p, "bad computation index");
-  int64_t at = W(5 + c);
+  int64_t at = W(6 + c);
   int64_t nslots = W(at++);
   if (nslots < 0 || nslots > (1 << 24)) return fail(p, "bad slot count");
   void* stack[MAX_SLOTS_STACK];
@@ -426,7 +455,7 @@ KilnProgram* kiln_program_create(const int64_t* code, int64_t ncode, void* const
                                  const int64_t* const_bytes, int64_t nconsts, char* err,
                                  size_t errcap) {
   if (ncode < 5 || code[0] != PROGRAM_MAGIC || code[1] != PROGRAM_VERSION || code[2] < 1 ||
-      code[3] < 0 || ncode < 5 + code[2]) {
+      code[3] < 0 || ncode < 6 + code[2]) {
     snprintf(err, errcap, "not a Kiln program (bad header)");
     return NULL;
   }
@@ -452,6 +481,13 @@ KilnProgram* kiln_program_create(const int64_t* code, int64_t ncode, void* const
     return NULL;
   }
   memcpy(p->code, code, sizeof(int64_t) * (size_t)ncode);
+  /* Header word 5: the number of step ids (for the profile). */
+  p->nsteps_total = code[5];
+  const char* prof = getenv("KILN_NATIVE_PROFILE");
+  if (prof != NULL && prof[0] == '1' && p->nsteps_total > 0) {
+    p->prof_s = (double*)calloc((size_t)p->nsteps_total, sizeof(double));
+    p->prof_n = (int64_t*)calloc((size_t)p->nsteps_total, sizeof(int64_t));
+  }
   for (int64_t i = 0; i < nfns; i++) p->fns[i] = fns[i];
   for (int64_t i = 0; i < nconsts; i++) {
     size_t n = (size_t)const_bytes[i];
@@ -477,8 +513,20 @@ int kiln_program_run(KilnProgram* p, void* const* params, int64_t nparams, void*
   return rc;
 }
 
+int64_t kiln_program_profile(const KilnProgram* p, double* seconds, int64_t* calls, int64_t cap) {
+  if (p->prof_s == NULL) return 0;
+  int64_t n = p->nsteps_total < cap ? p->nsteps_total : cap;
+  for (int64_t i = 0; i < n; i++) {
+    seconds[i] = p->prof_s[i];
+    calls[i] = p->prof_n[i];
+  }
+  return n;
+}
+
 void kiln_program_free(KilnProgram* p) {
   if (p == NULL) return;
+  free(p->prof_s);
+  free(p->prof_n);
   if (p->consts) {
     for (int64_t i = 0; i < p->nconsts; i++) free(p->consts[i]);
   }

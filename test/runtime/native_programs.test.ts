@@ -1,0 +1,101 @@
+// The native backend's programs as a user meets them across processes: compiled through the
+// disk cache in one process and loaded in another without running the C compiler, recompiled
+// (never trusted) when their kernel libraries were evicted or damaged; bitwise equal results at
+// 1, 2 and 3 threads (every output element is computed by one thread, in one order); and the
+// fallback when no compiler can be found — native drops out of the backend list, js is the
+// default, and KILN_LOGS=backend says why. Each case runs in fresh processes
+// (fixtures/native/program_worker.ts) with its own cache directory.
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { backendNames } from "../../runtime/index.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const worker = join(here, "fixtures", "native", "program_worker.ts");
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "kiln-native-programs-"));
+  dirs.push(d);
+  return d;
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv) {
+  const r = spawnSync(process.execPath, ["--import", "tsx", worker, ...args], {
+    cwd: join(here, "..", ".."),
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: 240_000,
+  });
+  if (r.status !== 0) throw new Error(`worker failed (${r.status}):\n${r.stderr}`);
+  return { out: JSON.parse(r.stdout.trim().split("\n").pop()!) as Record<string, unknown>,
+    err: r.stderr };
+}
+
+const native = backendNames().includes("native");
+// CI machines have a C compiler: there these tests must run (never skipped).
+const maybe = native || process.env["CI"] ? describe : describe.skip;
+
+maybe("native programs across processes", () => {
+  // The addon is built once into this cache (a fresh KILN_CACHE_DIR would rebuild it per case).
+  const shared = { KILN_CACHE_DIR: process.env["KILN_CACHE_DIR"] ?? tempDir() };
+
+  it("a second process loads the programs from the disk cache and runs no compiler", () => {
+    const programs = join(tempDir(), "programs");
+    const first = run(["compile", programs], { ...shared, KILN_LOGS: "backend" });
+    const second = run(["compile", programs], { ...shared, KILN_LOGS: "backend" });
+    for (const [name, r] of Object.entries(second.out) as [string, { hit: string; digest: string;
+      backend: string }][]) {
+      expect(r.hit, name).toBe("disk");
+      expect(r.backend).toBe("native");
+      expect(r.digest, name).toBe((first.out[name] as { digest: string }).digest);
+    }
+    expect(second.err).not.toMatch(/native: compiled \d+ kernel/);
+  }, 300_000);
+
+  it("a program whose kernel libraries are gone or damaged is recompiled, not loaded", () => {
+    const root = tempDir();
+    const programs = join(root, "programs");
+    const env = { KILN_CACHE_DIR: root, KILN_LOGS: "backend,cache" };
+    const first = run(["compile", programs], env);
+    const libs = join(root, "native");
+    const entries = readdirSync(libs).filter((n) => n.endsWith(".klib"));
+    expect(entries.length).toBeGreaterThan(1);
+    // Damage every kernel library's body (one byte): their MACs fail, so they are discarded.
+    for (const n of entries) {
+      const p = join(libs, n);
+      const b = readFileSync(p);
+      b[b.length - 40] ^= 0x5a;
+      writeFileSync(p, b);
+    }
+    const second = run(["compile", programs], env);
+    for (const [name, r] of Object.entries(second.out) as [string, { hit: string; digest: string }][]) {
+      expect(r.hit, name).toBe("miss");
+      expect(r.digest, name).toBe((first.out[name] as { digest: string }).digest);
+    }
+    expect(second.err).toMatch(/undecodable|discard/);
+  }, 300_000);
+
+  it("gives bitwise equal results at 1, 2 and 3 threads", () => {
+    const { out } = run(["threads"], shared);
+    for (const [name, ds] of Object.entries(out) as [string, string[]][]) {
+      expect(new Set(ds).size, name).toBe(1);
+    }
+  }, 300_000);
+
+  it("with no compiler found, native is not listed, js is the default, and the log says why", () => {
+    const { out, err } = run(["backends"], {
+      ...shared,
+      KILN_CC: "/nonexistent/cc",
+      KILN_LOGS: "backend",
+    });
+    expect(out["names"]).toEqual(["js", "interpreter"]);
+    expect(out["default"]).toBe("js");
+    expect(err).toMatch(/native: not available \(no C compiler found \(KILN_CC=\/nonexistent\/cc/);
+  }, 120_000);
+});
