@@ -22,6 +22,10 @@ import { HloModuleProtoSchema } from "../ir/proto/gen/hlo_pb.ts";
 import { Tensor } from "../index.ts";
 import { formatFusionSummary, fusionSummary } from "../passes/index.ts";
 import { defaultProgramCache } from "../runtime/cache.ts";
+import { backendNames, getBackend } from "../runtime/index.ts";
+import { nativeUnavailableReason } from "../runtime/native/backend.ts";
+import { defaultLibCache } from "../runtime/native/libcache.ts";
+import { describeCompiler, nativeStatus } from "../runtime/native/toolchain.ts";
 import { capture, optimizeWithSnapshots, pipelinePassNames, requireGraph } from "./capture.ts";
 import type { Snapshot } from "./capture.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
@@ -457,6 +461,31 @@ export function recompilesCommand(
 
 // ---- cache ---------------------------------------------------------------------------------
 
+/** The native backend as `kiln cache info` reports it: whether it runs here, and its libraries. */
+function nativeInfo() {
+  const why = nativeUnavailableReason();
+  const st = nativeStatus();
+  const libs = defaultLibCache().info();
+  const tc = st.ok ? st.toolchain : undefined;
+  return {
+    available: why === undefined,
+    ...(why !== undefined && { reason: why }),
+    ...(tc && {
+      toolchain: `${describeCompiler(tc.compiler)} ${tc.cflags.join(" ")}`,
+      isa: tc.isa,
+    }),
+    ...(st.ok && { threads: st.threads }),
+    libraries: {
+      dir: libs.dir,
+      entries: libs.entries,
+      bytes: libs.bytes,
+      trusted: libs.trusted,
+      ...(libs.why !== undefined && { why: libs.why }),
+      discarded: libs.discarded,
+    },
+  };
+}
+
 export function cacheCommand(action: string, json: boolean, out: Out): ExitCode {
   const cache = defaultProgramCache();
   switch (action) {
@@ -481,19 +510,37 @@ export function cacheCommand(action: string, json: boolean, out: Out): ExitCode 
     }
     case "clear": {
       const r = cache.clear();
-      out(json ? toJsonText(r) : `removed ${r.disk} disk entries`);
+      const libs = defaultLibCache().info().entries;
+      defaultLibCache().clear();
+      out(
+        json
+          ? toJsonText({ ...r, nativeLibraries: libs })
+          : `removed ${r.disk} disk entries and ${libs} native libraries`,
+      );
       return EXIT.ok;
     }
     case "info": {
       const i = cache.info();
+      const native = nativeInfo();
       if (json) {
-        out(toJsonText(i));
+        out(toJsonText({ ...i, native }));
         return EXIT.ok;
       }
       out(`directory:     ${i.dir ?? "(none)"}`);
       out(`disk in use:   ${i.disk ? "yes" : `no${i.diskDisabled ? ` (${i.diskDisabled})` : ""}`}`);
       out(`entries:       ${i.diskEntries} (${i.diskBytes} bytes of ${i.maxBytes})`);
       out(`kiln version:  ${i.kilnVersion} (cache format ${i.formatVersion})`);
+      out(`backends:      ${backendNames().join(", ")} (default ${getBackend().name})`);
+      if (native.available) {
+        out(`native:        ${native.toolchain} (isa ${native.isa}, ${native.threads} threads)`);
+      } else {
+        out(`native:        not available: ${native.reason}`);
+      }
+      const l = native.libraries;
+      out(
+        `native libs:   ${l.entries} (${l.bytes} bytes) in ${l.dir}` +
+          (l.trusted ? "" : ` — NOT USED: ${l.why ?? "untrusted"}`),
+      );
       return EXIT.ok;
     }
     default:

@@ -7,6 +7,8 @@
 // variables, likely breaks). `toString()` is the report the CLI prints.
 
 import { printHlo } from "../ir/print.ts";
+import { backendTier, getBackend } from "../runtime/index.ts";
+import { nativeUnavailableReason } from "../runtime/native/backend.ts";
 import type { Module as NNModule } from "../tensor/nn/module.ts";
 import {
   compile,
@@ -45,6 +47,11 @@ export interface Explanation {
   readonly sideEffects: readonly ExplainedPlace[];
   readonly likelyBreaks: readonly ExplainedPlace[];
   readonly freeVariables: readonly string[];
+  /**
+   * The backend the program runs on and its numerics tier; `note` says why it is not the
+   * fastest (native unavailable on this machine, or a program native hands to js).
+   */
+  readonly backend: { readonly name: string; readonly tier: string; readonly note?: string };
   toString(): string;
 }
 
@@ -102,6 +109,15 @@ export function explainWith(
     return f !== undefined ? { file: f, line, column } : undefined;
   };
   const mode = c.stats.mode === "replay" ? "replay" : "graph";
+  const exe = internals.entries().at(-1)?.exe as { backend?: string; fallback?: string } | undefined;
+  const backendName = exe?.backend ?? options.backend ?? getBackend().name;
+  const unavailable = nativeUnavailableReason();
+  const note =
+    exe?.fallback !== undefined
+      ? `runs on js: ${exe.fallback}`
+      : backendName !== "native" && options.backend === undefined && unavailable !== undefined
+        ? `native is not available: ${unavailable}`
+        : undefined;
   const graphs = t.ops === 0 ? 0 : t.opsPerSegment.filter((n) => n > 0).length;
   const e = {
     name: internals.name,
@@ -120,6 +136,11 @@ export function explainWith(
       place(`${d.expr}: ${d.reason}`, at(d.line, d.column, d.file)),
     ),
     freeVariables: [...new Set((analysis?.freeVariables ?? []).map((v) => v.name))],
+    backend: {
+      name: backendName,
+      tier: backendTier(backendName),
+      ...(note !== undefined && { note }),
+    },
   } as const;
   return { ...e, toString: () => report(e) };
 }
@@ -127,6 +148,8 @@ export function explainWith(
 function report(e: Omit<Explanation, "toString">): string {
   const lines: string[] = [];
   lines.push(`explain(${e.name}): ${e.mode} mode`);
+  const b = e.backend;
+  lines.push(`  backend: ${b.name} (${b.tier} tier)${b.note !== undefined ? `; ${b.note}` : ""}`);
   lines.push(
     `  graphs: ${e.graphs}${e.graphs > 0 ? ` (ops per graph: ${e.opsPerGraph.join(", ")})` : ""}`,
   );

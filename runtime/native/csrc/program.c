@@ -263,6 +263,18 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
           g.epilogue_args = &ea;
         }
         if (p->error[0] != 0) return -1;
+        if (getenv("KILN_GEMM_TRACE") != NULL) {
+          fprintf(stderr,
+                  "[kiln:gemm] batch %lld M %lld N %lld K %lld a(%s%lld,%s%lld,%s%lld) "
+                  "b(%s%lld,%s%lld,%s%lld) lim %lld %lld %lld epi %d\n",
+                  (long long)g.batch, (long long)g.M, (long long)g.N, (long long)g.K,
+                  g.a_batch.table ? "T" : "", (long long)g.a_batch.stride,
+                  g.a_m.table ? "T" : "", (long long)g.a_m.stride, g.a_k.table ? "T" : "",
+                  (long long)g.a_k.stride, g.b_batch.table ? "T" : "",
+                  (long long)g.b_batch.stride, g.b_k.table ? "T" : "", (long long)g.b_k.stride,
+                  g.b_n.table ? "T" : "", (long long)g.b_n.stride, (long long)g.m_lim,
+                  (long long)g.n_lim, (long long)g.k_lim, g.epilogue != NULL);
+        }
         api->sgemm(&g);
         break;
       }
