@@ -568,12 +568,32 @@ function rowReduce(
   const keptLim = limits.kept.map((l, k) => (l === undefined ? keptDims[k]! : cx.sizeOf(l)));
   const redLim = limits.reduced.map((l, j) => (l === undefined ? redDims[j]! : cx.sizeOf(l)));
   const epiLim = limits.epilogue.map((l, j) => (l === undefined ? redDims[j]! : cx.sizeOf(l)));
-  // Rows: the kept dims; the first is the range (or none when every dim is reduced).
+  // Rows: the kept dims; the range runs over the leading ones, grouped until there are
+  // minRows rows (attention's [batch 1, 12 heads, 128 rows] splits over all 1536), or over
+  // the first alone when it has a limit (or none when every dim is reduced).
   const keptIdx: Ix[] = [];
   let K: Block = kb.root;
   let ranges: 0 | 1 = 0;
   const rangeExtents: Ix[] = [];
+  const keptSizes = kept.map((d) => S[d]!);
+  let g = kept.length > 0 ? 1 : 0;
+  let rows = keptSizes[0] ?? 1;
+  const minRows = cx.opts.minRows ?? 1;
+  while (
+    g < kept.length &&
+    (cx.opts.generic || rows < minRows) &&
+    limits.kept.slice(0, g + 1).every((l) => l === undefined)
+  ) {
+    rows *= keptSizes[g]!;
+    g++;
+  }
+  if (g > 1) {
+    const R = kb.loop(K, P.c(0), productIx(P, keptDims.slice(0, g)), "parallel", 0);
+    keptIdx.push(...split(P, R.v, keptDims.slice(0, g)));
+    K = R.body;
+  }
   kept.forEach((_, k) => {
+    if (g > 1 && k < g) return;
     const l = kb.loop(K, P.c(0), keptLim[k]!, "parallel", k === 0 ? 0 : undefined);
     keptIdx.push(l.v);
     K = l.body;
@@ -581,7 +601,7 @@ function rowReduce(
   if (kept.length > 0) {
     ranges = 1;
     const lim0 = limits.kept[0];
-    rangeExtents.push(lim0 ?? cx.prog.c(S[kept[0]!]!));
+    rangeExtents.push(g > 1 ? cx.prog.c(rows) : (lim0 ?? cx.prog.c(S[kept[0]!]!)));
   }
   const low = cx.lowering(leaves);
   for (const r of reduces) {

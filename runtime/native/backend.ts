@@ -52,8 +52,17 @@ import { compileSharedObjects, nativeStatus, privateTempDir, toolchain } from ".
 /** Bumped when generated kernels or the program encoding change meaning (cache keys). */
 export const NATIVE_CODEGEN_VERSION = 1;
 
-/** Flags kernels are built with on top of the toolchain's (part of every kernel key). */
-const KERNEL_FLAGS = ["-fopenmp-simd", "-fno-strict-aliasing"] as const;
+/**
+ * Flags kernels are built with on top of the toolchain's (part of every kernel key):
+ * `omp simd` pragmas honoured (the sums the tolerance tier may reorder), no type-based alias
+ * assumptions (buffers of in-place kernels alias across types), and on AVX-512 machines full
+ * 512-bit vectors (gcc prefers 256 by default, halving the exp/tanh/erf loops' throughput).
+ */
+function kernelFlags(isa: string): string[] {
+  const flags = ["-fopenmp-simd", "-fno-strict-aliasing"];
+  if (isa === "avx512") flags.push("-mprefer-vector-width=512");
+  return flags;
+}
 
 /** Kernels per translation unit at most (more units compile in parallel). */
 const MAX_KERNELS_PER_TU = 48;
@@ -166,7 +175,8 @@ function ensureLoaded(fns: readonly FnSource[]): void {
     );
     const key =
       `kiln-native-kernels/${NATIVE_CODEGEN_VERSION} toolchain=${tc.value.key} ` +
-      `headers=${runtimeHeadersHash()} flags=${KERNEL_FLAGS.join(",")} src=${sha256(source)}`;
+      `headers=${runtimeHeadersHash()} flags=${kernelFlags(tc.value.isa).join(",")} ` +
+      `src=${sha256(source)}`;
     tus.push({ fns: part, source, key });
   }
   const bytes = new Map<string, Uint8Array>();
@@ -180,7 +190,7 @@ function ensureLoaded(fns: readonly FnSource[]): void {
     const dir = privateTempDir("kernels");
     try {
       const jobs = toBuild.map((t, i) => ({ source: t.source, out: join(dir, `tu${i}.so`) }));
-      const results = compileSharedObjects(jobs, { extraFlags: [...KERNEL_FLAGS] });
+      const results = compileSharedObjects(jobs, { extraFlags: kernelFlags(tc.value.isa) });
       results.forEach((r, i) => {
         if (!r.ok) {
           throw new Error(`native: the C compiler failed on generated kernels: ${r.stderr.trim()

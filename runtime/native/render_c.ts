@@ -355,6 +355,11 @@ export class CKernelRenderer {
           const v = `i${s.v}`;
           const lo = s.range !== undefined ? `lo${s.range}` : this.expr(s.lo);
           const hi = s.range !== undefined ? `hi${s.range}` : this.expr(s.hi);
+          const lanes = this.laneReduction(s, accTypes);
+          if (lanes !== undefined) {
+            this.laneSplit(s, lanes, lo, hi, ind, out, accTypes);
+            break;
+          }
           const simd = this.simdReduction(s, accTypes);
           if (simd) out.push(`${ind}${simd}`);
           out.push(`${ind}for (int64_t ${v} = ${lo}; ${v} < ${hi}; ${v}++) {`);
@@ -411,6 +416,66 @@ export class CKernelRenderer {
     const t = accTypes.get(set.accs[0]!);
     if (t !== "f32") return undefined;
     return `#pragma omp simd reduction(+:a${set.accs[0]})`;
+  }
+
+  /**
+   * A float maximum/minimum reduction loop (no inner loops, ifs or stores, one accumulator):
+   * its accumulator, to be split over LANES independent lanes. Unlike a sum, these folds give
+   * the same value in any order (NaN propagates from anywhere; only a tie of -0 and +0 may pick
+   * the other zero), so splitting them is exact but for that sign; gcc cannot vectorize the
+   * NaN-propagating chain itself.
+   */
+  private laneReduction(
+    s: Extract<SStmt, { s: "loop" }>,
+    accTypes: Map<number, ElementType>,
+  ): number | undefined {
+    if (s.tag !== "reduce" || s.range !== undefined) return undefined;
+    if (s.body.some((b) => b.s === "loop" || b.s === "if" || b.s === "store" || b.s === "accInit")) {
+      return undefined;
+    }
+    const sets = s.body.filter((b): b is Extract<SStmt, { s: "accSet" }> => b.s === "accSet");
+    if (sets.length !== 1 || sets[0]!.accs.length !== 1) return undefined;
+    const c = sets[0]!.combiner;
+    if (c !== "maximum" && c !== "minimum") return undefined;
+    const t = accTypes.get(sets[0]!.accs[0]!);
+    return t === "f32" || t === "f16" || t === "bf16" ? sets[0]!.accs[0]! : undefined;
+  }
+
+  /** Renders a lane-split reduction loop (see laneReduction). */
+  private laneSplit(
+    s: Extract<SStmt, { s: "loop" }>,
+    acc: number,
+    lo: string,
+    hi: string,
+    ind: string,
+    out: string[],
+    accTypes: Map<number, ElementType>,
+  ): void {
+    const LANES = 16;
+    const set = s.body.find((b) => b.s === "accSet") as Extract<SStmt, { s: "accSet" }>;
+    const fn = set.combiner === "maximum" ? "kiln_fmax" : "kiln_fmin";
+    const a = `a${acc}`;
+    const v = `i${s.v}`;
+    const L = `L${acc}`;
+    const i2 = ind + "  ";
+    out.push(`${ind}{`);
+    out.push(`${i2}float ${L}[${LANES}];`);
+    out.push(`${i2}for (int64_t l = 0; l < ${LANES}; l++) ${L}[l] = ${a};`);
+    out.push(`${i2}int64_t ${v}_b = ${lo};`);
+    out.push(`${i2}const int64_t ${v}_e = ${hi};`);
+    out.push(`${i2}for (; ${v}_b + ${LANES} <= ${v}_e; ${v}_b += ${LANES}) {`);
+    out.push(`${i2}  for (int64_t l = 0; l < ${LANES}; l++) {`);
+    out.push(`${i2}    const int64_t ${v} = ${v}_b + l;`);
+    out.push(`${i2}    float ${a} = ${L}[l];`);
+    this.stmts(s.body, i2 + "    ", out, accTypes);
+    out.push(`${i2}    ${L}[l] = ${a};`);
+    out.push(`${i2}  }`);
+    out.push(`${i2}}`);
+    out.push(`${i2}for (int64_t ${v} = ${v}_b; ${v} < ${v}_e; ${v}++) {`);
+    this.stmts(s.body, i2 + "  ", out, accTypes);
+    out.push(`${i2}}`);
+    out.push(`${i2}for (int64_t l = 0; l < ${LANES}; l++) ${a} = ${fn}(${a}, ${L}[l]);`);
+    out.push(`${ind}}`);
   }
 
   private cmp(c: SCmp): string {
