@@ -17,6 +17,11 @@
 //
 // --run also runs the cold and the warm executable once on the same inputs and checks the
 // results are bit-identical (slow: one forward pass each).
+//
+// bench/peers/run.ts's compile-time tables use two modes of this script as their new process:
+// `--child KEY DIR [BACKEND]` (compileModule on KEY's module through DIR's program cache, ""
+// for none, on BACKEND, default js) and `--native-addon` (only builds or loads the native
+// runtime addon into $KILN_CACHE_DIR, so a cold cache directory can start with it).
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -133,10 +138,18 @@ function child(keyFile: string, dir: string): ChildReport & { wallMs: number } {
   return { ...report, wallMs };
 }
 
+/**
+ * `--child KEY DIR [BACKEND]` (bench/peers/run.ts uses it for js and native): the backend is
+ * looked up before the clock starts, so native's runtime addon (built or loaded when the
+ * backend's availability is first asked) is not counted as the model's compile.
+ */
 function runChild(): void {
   const i = process.argv.indexOf("--child");
   const module = moduleFromProto(readFileSync(process.argv[i + 1]!));
-  const [r, ms] = compileIn(module, process.argv[i + 2]!);
+  const backend = process.argv[i + 3] ?? BACKEND;
+  getBackend(backend);
+  const cache = new ProgramCache({ disk: process.argv[i + 2] || false });
+  const [r, ms] = timed(() => compileModule(module, { backend, cache }));
   process.stdout.write(`${JSON.stringify({ hit: r.hit, ms })}\n`);
 }
 
@@ -299,5 +312,6 @@ function main(): void {
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
   if (process.argv.includes("--child")) runChild();
+  else if (process.argv.includes("--native-addon")) getBackend("native"); // fills KILN_CACHE_DIR
   else main();
 }

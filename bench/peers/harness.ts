@@ -4,7 +4,9 @@
 // tables and the Markdown report, and what the parent and its child processes exchange (the
 // hash that proves every process built the same inputs, rows as JSON). Figures are only
 // comparable when the work is the same, which is why a runtime whose result disagrees with the
-// reference is reported, never timed.
+// reference is reported, never timed. Row names carry their thread count (`(1 thread)`,
+// `(native, 2 threads)`): the same-threads ratio pairs a Kiln row with onnxruntime's row of
+// that count by name, since the issue's targets are stated as such ratios.
 
 import { createHash } from "node:crypto";
 
@@ -187,6 +189,42 @@ export function rate(w: WorkloadResult, r: Row): number | undefined {
   return w.work / (r.timing.medianMs * 1e6);
 }
 
+/** "1 thread", "2 threads": how row names state a thread count. */
+export function threadsText(n: number): string {
+  return `${n} thread${n === 1 ? "" : "s"}`;
+}
+
+/** The onnxruntime row at `n` intra-op threads. */
+export function ortRuntime(n: number): string {
+  return `onnxruntime-node (${threadsText(n)})`;
+}
+
+/**
+ * The thread count a row's name states in its parentheses (`Kiln compiled (native, 1 thread)`,
+ * `onnxruntime-node (2 threads)`), or undefined when it states none.
+ */
+export function rowThreads(runtime: string): number | undefined {
+  const m = /\((?:[^()]*, )?(\d+) threads?\)/.exec(runtime);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * time(Kiln row) / time(onnxruntime row with the same thread count): the issue's targets are
+ * ratios against onnxruntime at equal threads. Undefined for rows that are not Kiln's, state no
+ * thread count, or have no timed onnxruntime row to pair with.
+ */
+export function ortRatio(w: WorkloadResult, r: Row): number | undefined {
+  const n = rowThreads(r.runtime);
+  if (!r.runtime.startsWith("Kiln") || n === undefined || r.timing === undefined) return undefined;
+  const ort = w.rows.find((x) => x.runtime === ortRuntime(n))?.timing;
+  return ort === undefined ? undefined : r.timing.medianMs / ort.medianMs;
+}
+
+/** Whether a table gets the same-threads column: only where onnxruntime has rows. */
+function hasOrt(w: WorkloadResult): boolean {
+  return w.rows.some((r) => r.runtime.startsWith("onnxruntime-node ("));
+}
+
 /** time(row) / time(baseline): > 1 means slower than Kiln compiled. */
 export function ratio(w: WorkloadResult, r: Row): number | undefined {
   const base = w.rows.find((x) => x.runtime === w.baseline)?.timing;
@@ -200,11 +238,17 @@ function fmt(x: number | undefined, digits: number): string {
   return x.toFixed(digits);
 }
 
+/** The same-threads ratio column's header. */
+export const ORT_COLUMN = "x onnxruntime (same threads)";
+
 /** The table cells of a workload, header first. */
 export function tableCells(w: WorkloadResult): string[][] {
   const head = ["runtime", "median ms", "spread", "runs"];
   if (w.unit) head.push(w.unit);
-  head.push(`x ${w.baseline}`, "max abs diff", "note");
+  const ort = hasOrt(w);
+  head.push(`x ${w.baseline}`);
+  if (ort) head.push(ORT_COLUMN);
+  head.push("max abs diff", "note");
   const rows = w.rows.map((r) => {
     const t = r.timing;
     const cells = [
@@ -214,8 +258,9 @@ export function tableCells(w: WorkloadResult): string[][] {
       t ? String(t.runs) : "-",
     ];
     if (w.unit) cells.push(fmt(rate(w, r), 2));
+    cells.push(fmt(ratio(w, r), 2));
+    if (ort) cells.push(fmt(ortRatio(w, r), 2));
     cells.push(
-      fmt(ratio(w, r), 2),
       r.maxAbsDiff === undefined ? "-" : r.maxAbsDiff.toExponential(1),
       r.note ?? "",
     );

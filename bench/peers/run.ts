@@ -1,16 +1,20 @@
-// Side-by-side benchmarks: Kiln (eager, lazy, compiled per backend) against the runtimes a
-// TypeScript user would pick instead — TensorFlow.js (cpu and wasm backends), onnxruntime-node
-// (one thread and all threads), jax-js (jit on its wasm backend) — and a hand-written plain-JS
-// loop, on the same inputs. Each runtime group runs in its own child process per workload, so
-// no runtime inherits another's heap, thread pool, JIT state or global backend; the parent
-// builds each workload's inputs and reference once, hands the reference (and, for the model
-// workloads, the captured HLO module and its parameters) to the children through a temporary
-// directory, checks that every child built the very same inputs (a hash), and merges the rows
-// into one table per workload, bench/results/latest.json and latest.md. Every runtime's result
-// is cross-checked against the reference before it is timed; one that disagrees is reported
-// with its difference and not timed. Peers come from bench/peers/node_modules
-// (`npm --prefix bench/peers ci`); a missing peer, or a child that crashes, is a row that says
-// so, never a download or a stopped run. Nothing here is used by tests except harness.ts.
+// Side-by-side benchmarks: Kiln (eager and lazy on the default backend; compiled on native at
+// one thread and at all threads, and on js) against the runtimes a TypeScript user would pick
+// instead — TensorFlow.js (cpu and wasm backends), onnxruntime-node (one thread and all
+// threads), jax-js (jit on its wasm backend) — and a hand-written plain-JS loop, on the same
+// inputs. Each runtime group runs in its own child process per workload (each Kiln row in a
+// process of its own, native's sized by KILN_NUM_THREADS), so no runtime inherits another's
+// heap, thread pool, JIT state or global backend; the parent builds each workload's inputs and
+// reference once, hands the reference (and, for the model workloads, the captured HLO module
+// and its parameters) to the children through a temporary directory, checks that every child
+// built the very same inputs (a hash), and merges the rows into one table per workload,
+// bench/results/latest.json and latest.md. A Kiln row that states its thread count also gets
+// its ratio to onnxruntime at that count: the issue's targets are stated that way. Every
+// runtime's result is cross-checked against the reference before it is timed; one that
+// disagrees is reported with its difference and not timed. Peers come from
+// bench/peers/node_modules (`npm --prefix bench/peers ci`); a missing peer or native backend,
+// or a child that crashes, is a row that says so, never a download or a stopped run. Nothing
+// here is used by tests except harness.ts.
 //
 //   npm run bench                  (installs the peers if needed, then this with --quick off)
 //   npx tsx bench/peers/run.ts [--quick] [--out DIR]
@@ -23,9 +27,18 @@
 // BERT-base, ResNet-18).
 
 import { execSync, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
-import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import {
@@ -38,6 +51,7 @@ import {
   matmul,
   mul,
   relu,
+  setEagerBackend,
   sigmoid,
   type Tensor,
   tensor,
@@ -52,7 +66,10 @@ import { fullConfig as gpt2Full, GPT2Block } from "../../models/gpt2.ts";
 import type { Executable } from "../../runtime/backend.ts";
 import type { CacheResult } from "../../runtime/cache.ts";
 import { compileModule } from "../../runtime/compile.ts";
-import { backendNames, ProgramCache } from "../../runtime/index.ts";
+import { backendNames, getBackend, ProgramCache } from "../../runtime/index.ts";
+import { nativeThreads, setNativeThreads } from "../../runtime/native/backend.ts";
+import { nativeCacheDir } from "../../runtime/native/libcache.ts";
+import { describeCompiler, nativeStatus } from "../../runtime/native/toolchain.ts";
 import {
   crossCheck,
   hashArrays,
@@ -60,11 +77,14 @@ import {
   jsonRow,
   markdownTable,
   measure,
+  ortRatio,
+  ortRuntime,
   rate,
   ratio,
   type Row,
   summarize,
   textTable,
+  threadsText,
   type TimingOptions,
   type Tolerance,
   uniform,
@@ -85,14 +105,17 @@ const ONLY = flag("only")?.split(",");
 const OUT = resolve(flag("out") ?? join(here, "..", "results"));
 /** Set in a child process: the runtime group it runs, the workload, the exchange directory. */
 const CHILD = flag("child");
+// --quick's budgets are small because it must stay under 3 minutes on 2 cores with a process
+// per row; its figures are a smoke test, the full run's are the record.
 const TIMING: TimingOptions = QUICK
-  ? { warmup: 1, budgetMs: 400, minRuns: 3, maxRuns: 30 }
+  ? { warmup: 1, budgetMs: 250, minRuns: 3, maxRuns: 30 }
   : { warmup: 3, budgetMs: 2500, minRuns: 7, maxRuns: 200 };
 const BASELINE = "Kiln compiled (js)";
 /**
  * A model workload's row whose cross-check run took longer than this is timed with one more
  * run only (tfjs's cpu backend needs tens of seconds per full-size model forward), or by the
  * cross-check run itself when its preparation already ran the work once; the note says which.
+ * In --quick an array workload's row is timed by one run when a second run is this slow too.
  */
 const SLOW_RUN_MS = QUICK ? 3000 : 10_000;
 /** The longest a child may take before it is stopped and its rows say so. */
@@ -276,7 +299,8 @@ async function loadJax(): Promise<Jax> {
 
 // ---- runtime groups: one child process each, per workload ------------------------------------
 
-const THREADS = cpus().length;
+/** All threads, counted as the C runtime's default pool counts them (the affinity mask). */
+const THREADS = availableParallelism();
 const GROUPS = ["kiln", "tfjs-cpu", "tfjs-wasm", "ort-1", "ort-all", "jax"] as const;
 type Group = (typeof GROUPS)[number];
 
@@ -290,9 +314,9 @@ function groupRuntime(g: Group): string {
     case "tfjs-wasm":
       return "tfjs wasm";
     case "ort-1":
-      return "onnxruntime-node (1 thread)";
+      return ortRuntime(1);
     case "ort-all":
-      return `onnxruntime-node (${THREADS} threads)`;
+      return ortRuntime(THREADS);
     case "jax":
       return "jax-js jit (wasm)";
     default: {
@@ -332,6 +356,13 @@ interface Candidate {
   warm?: boolean;
   /** Text put before the timing note (e.g. how this row does the work). */
   note?: string;
+  /** The native pool size the row runs with (its process gets KILN_NUM_THREADS too). */
+  threads?: number;
+  /**
+   * Why the row is known not to run before anything is prepared (native unavailable, lazy
+   * generation): the group's first child reports it, so it costs no process of its own.
+   */
+  skip?: string;
 }
 
 /** What a child computes for its group: the inputs' hash and the candidates to run. */
@@ -553,39 +584,133 @@ function arrayWorkload(spec: () => ArraySpec): Workload {
   };
 }
 
-/** Kiln's three ways to run the same tensor function `f`, on Tensors made from the inputs. */
+// -- Kiln's rows: which backend each runs on, and native's thread count --------------------------
+
+/** The native pool sizes a run measures: one thread, and all of them where that is more. */
+const NATIVE_THREADS = THREADS > 1 ? [1, THREADS] : [1];
+
+/** Why the native backend cannot run in this process, or undefined when it can. */
+function nativeUnavailable(): string | undefined {
+  if (backendNames().includes("native")) return undefined;
+  if (process.env["KILN_NATIVE"] === "0") return "turned off by KILN_NATIVE=0";
+  const st = nativeStatus();
+  return st.ok ? "it is not registered" : st.reason;
+}
+
+/** The native backend in words for the machine facts: compiler, flags, ISA, default pool. */
+function nativeFacts(): string {
+  const why = nativeUnavailable();
+  const st = nativeStatus();
+  if (why !== undefined || !st.ok) return `unavailable: ${why ?? (st.ok ? "" : st.reason)}`;
+  const tc = st.toolchain;
+  return (
+    `${describeCompiler(tc.compiler)} ${tc.cflags.join(" ")}; isa ${st.isa}; ` +
+    `${threadsText(st.threads)} by default`
+  );
+}
+
+/** The backend eager and lazy run on (the default one), which their rows are named for. */
+function defaultBackend(): string {
+  return getBackend().name;
+}
+
+/** One `Kiln compiled` row: its backend and, for native, the pool size it runs with. */
+interface CompiledRow {
+  runtime: string;
+  backend: string;
+  threads?: number;
+}
+
+/**
+ * Native at one thread and at all threads (the issue's targets are ratios against onnxruntime
+ * at the same count), then every other backend (`js`: the historical baseline); native's rows
+ * are listed where it is unavailable too, so their notes say why.
+ */
+function compiledRows(interpreter: boolean): CompiledRow[] {
+  const rows: CompiledRow[] = NATIVE_THREADS.map((threads) => ({
+    runtime: `Kiln compiled (native, ${threadsText(threads)})`,
+    backend: "native",
+    threads,
+  }));
+  for (const backend of backendNames()) {
+    if (backend === "native" || (backend === "interpreter" && !interpreter)) continue;
+    rows.push({ runtime: `Kiln compiled (${backend})`, backend });
+  }
+  return rows;
+}
+
+/** Sizes the native pool (process-wide) and checks the runtime took it. */
+function useNativeThreads(n: number): void {
+  setNativeThreads(n);
+  const got = nativeThreads();
+  if (got !== n) throw new Error(`the native pool runs ${got} threads, not the ${n} asked for`);
+}
+
+/**
+ * A compiled row's candidate; `make` builds the runnable for the backend. On native the pool
+ * is sized before anything compiles (the parent already started this process with
+ * KILN_NUM_THREADS; setting it again guards against a runtime that ignored it), and where
+ * native cannot run the row says why instead of running.
+ */
+function compiledCandidate(
+  row: CompiledRow,
+  make: (backend: string) => Prepared | Promise<Prepared>,
+): Candidate {
+  const c: Candidate = {
+    runtime: row.runtime,
+    prepare: async () => {
+      if (row.backend === "native") {
+        const why = nativeUnavailable();
+        if (why !== undefined) throw new Skip(`the native backend is not available: ${why}`);
+        useNativeThreads(row.threads ?? THREADS);
+      }
+      return make(row.backend);
+    },
+  };
+  if (row.threads !== undefined) c.threads = row.threads;
+  const why = row.backend === "native" ? nativeUnavailable() : undefined;
+  if (why !== undefined) c.skip = `the native backend is not available: ${why}`;
+  return c;
+}
+
+/**
+ * Kiln's ways to run the same tensor function `f`, on Tensors made from the inputs: eager and
+ * lazy on the default backend, eager on js too (cheap here, and js is where the historical
+ * figures were taken; full runs only), compiled per row of compiledRows.
+ */
 function kilnCandidates(
   inputs: Input[],
   f: (...xs: Tensor[]) => Tensor,
   opts: { interpreter: boolean },
 ): Candidate[] {
   const ts = () => inputs.map((x) => tensor(x.data, { shape: x.shape }));
-  const out: Candidate[] = [
-    {
-      runtime: "Kiln eager",
-      prepare: async () => {
-        const xs = ts();
-        return () => f(...xs).data() as Float32Array;
-      },
+  const def = defaultBackend();
+  const eager = (backend: string): Candidate => ({
+    runtime: `Kiln eager (${backend})`,
+    prepare: async () => {
+      if (backend !== def) setEagerBackend(backend);
+      const xs = ts();
+      return () => f(...xs).data() as Float32Array;
     },
-    {
-      runtime: "Kiln lazy",
-      prepare: async () => {
-        const xs = ts();
-        return () => lazy(() => f(...xs)).data() as Float32Array;
-      },
+  });
+  const out: Candidate[] = [eager(def)];
+  // Not in --quick: a process per row, and --quick must stay under 3 minutes on 2 cores.
+  if (def !== "js" && !QUICK) out.push(eager("js"));
+  out.push({
+    runtime: `Kiln lazy (${def})`,
+    prepare: async () => {
+      const xs = ts();
+      return () => lazy(() => f(...xs)).data() as Float32Array;
     },
-  ];
-  for (const backend of backendNames()) {
-    if (backend === "interpreter" && !opts.interpreter) continue;
-    out.push({
-      runtime: `Kiln compiled (${backend})`,
-      prepare: async () => {
+  });
+  for (const row of compiledRows(opts.interpreter)) {
+    out.push(
+      compiledCandidate(row, (backend) => {
         const xs = ts();
         const cf = compile(f, { backend, cache: "memory", fullgraph: true });
         return () => cf(...xs).data() as Float32Array;
-      },
-    });
+      }),
+    );
   }
   return out;
 }
@@ -693,7 +818,9 @@ function matmulSpec(n: number): ArraySpec {
     tol: { rtol: 1e-5, atol: 1e-5 },
     reference: ([a, b]) => matmulPlain(a!.data, b!.data, n, true),
     kiln: (xs) => [
-      ...kilnCandidates(xs, (x, y) => matmul(x, y), { interpreter: n <= 256 }),
+      // The interpreter (the oracle, never a performance target) on the smallest size, and
+      // not in --quick, which must stay under 3 minutes.
+      ...kilnCandidates(xs, (x, y) => matmul(x, y), { interpreter: n <= 256 && !QUICK }),
       plainCandidate(() => matmulPlain(xs[0]!.data, xs[1]!.data, n, false)),
     ],
     tf: (tf, x, y) => tf.matMul(x!, y!),
@@ -938,12 +1065,25 @@ function blockSpec(seq: number): ArraySpec {
   const cfg = { ...gpt2Full, residPdrop: 0, attnPdrop: 0, embdPdrop: 0 };
   const [S, D, H] = [seq, cfg.nEmbd, cfg.nHead];
   const [Dh, F, eps] = [D / H, 4 * D, cfg.layerNormEpsilon];
-  const block = new GPT2Block(cfg);
-  block.eval();
-  const state = block.stateDict();
+  // GPT2Block's weight shapes (Conv1D stores [in, out]); checked against the block where one is
+  // built. Only Kiln's processes build it: its random init is wasted work in a peer's.
+  const shapes: Record<(typeof BLOCK_KEYS)[number], number[]> = {
+    "ln_1.weight": [D],
+    "ln_1.bias": [D],
+    "attn.c_attn.weight": [D, 3 * D],
+    "attn.c_attn.bias": [3 * D],
+    "attn.c_proj.weight": [D, D],
+    "attn.c_proj.bias": [D],
+    "ln_2.weight": [D],
+    "ln_2.bias": [D],
+    "mlp.c_fc.weight": [D, F],
+    "mlp.c_fc.bias": [F],
+    "mlp.c_proj.weight": [F, D],
+    "mlp.c_proj.bias": [D],
+  };
   const inputs: Input[] = [{ name: "x", shape: [S, D], data: uniform(S * D, 5) }];
   BLOCK_KEYS.forEach((key, i) => {
-    const shape = [...state[key]!.shape];
+    const shape = shapes[key];
     const data = uniform(shape.reduce((a, b) => a * b, 1), 100 + i);
     // LayerNorm gains near 1, everything else small: activations stay O(1), as in a real model.
     const gain = key.startsWith("ln_") && key.endsWith("weight");
@@ -952,12 +1092,22 @@ function blockSpec(seq: number): ArraySpec {
       : data.map((v) => v * (key.endsWith("bias") ? 0.02 : 0.05));
     inputs.push({ name: key.replaceAll(".", "_"), shape, data: scaled });
   });
-  const weights: Record<string, Tensor> = {};
-  BLOCK_KEYS.forEach((key, i) => {
-    weights[key] = tensor(inputs[i + 1]!.data, { shape: inputs[i + 1]!.shape });
-  });
-  block.loadStateDict(weights);
-  const kilnBlock = (x: Tensor) => block.call(x.reshape(1, S, D), null)[0];
+  /** The block as a function of x, with the inputs' weights loaded. */
+  const kilnBlockFn = (): ((x: Tensor) => Tensor) => {
+    const block = new GPT2Block(cfg);
+    block.eval();
+    const state = block.stateDict();
+    const weights: Record<string, Tensor> = {};
+    BLOCK_KEYS.forEach((key, i) => {
+      const want = state[key]!.shape.join(",");
+      if (want !== shapes[key].join(",")) {
+        throw new Error(`bench: GPT2Block's ${key} is [${want}], not [${shapes[key]}]`);
+      }
+      weights[key] = tensor(inputs[i + 1]!.data, { shape: inputs[i + 1]!.shape });
+    });
+    block.loadStateDict(weights);
+    return (x: Tensor) => block.call(x.reshape(1, S, D), null)[0];
+  };
   const mask = new Float32Array(S * S);
   for (let i = 0; i < S; i++) for (let j = i + 1; j < S; j++) mask[i * S + j] = -1e9;
   const scale = 1 / Math.sqrt(Dh);
@@ -1019,11 +1169,11 @@ function blockSpec(seq: number): ArraySpec {
     // The reference evaluator (Kiln's oracle) through the interpreter backend: one slow run.
     reference: (xs) => {
       const ts = xs.map((x) => tensor(x.data, { shape: x.shape }));
-      const cf = compile(kilnBlock, { backend: "interpreter", cache: "off" });
+      const cf = compile(kilnBlockFn(), { backend: "interpreter", cache: "off" });
       return cf(ts[0]!).data() as Float32Array;
     },
     extraInputs: (xs) => [...xs, maskInput],
-    kiln: (xs) => kilnCandidates(xs, kilnBlock, { interpreter: false }),
+    kiln: (xs) => kilnCandidates(xs, kilnBlockFn(), { interpreter: false }),
     tf: (tf, x0, ...w) => {
       const x = x0!;
       const [l1w, l1b, wqkv, bqkv, wo, bo, l2w, l2b, wfc, bfc, wpr, bpr, m] = w as [
@@ -1127,7 +1277,7 @@ const BERT_CONFIG: bert.BertConfig = QUICK
 const RESNET_CONFIG: resnet.ResNetConfig = QUICK ? resnet.tinyConfig : resnet.fullConfig;
 /** Whole-model forward passes: the cross-check run is the warm-up; a few timed runs. */
 const MODEL_TIMING: TimingOptions = QUICK
-  ? { warmup: 0, budgetMs: 300, minRuns: 3, maxRuns: 20 }
+  ? { warmup: 0, budgetMs: 200, minRuns: 3, maxRuns: 20 }
   : { warmup: 0, budgetMs: 2000, minRuns: 3, maxRuns: 10 };
 const MODEL_TOL: Tolerance = { rtol: 1e-3, atol: 1e-4 };
 /** The seed of the default generator before a model is built: same weights in every process. */
@@ -1152,23 +1302,24 @@ function seededModel<M extends { eval(): unknown }>(what: string, make: () => M)
 }
 
 /**
- * Kiln eager, lazy and compiled (js) on a model's forward `f` over fixed arguments. Lazy runs
- * the whole forward as one graph (no depth cut), as compile() does.
+ * Kiln eager and lazy (the default backend) and compiled (per row of compiledRows) on a
+ * model's forward `f` over fixed arguments. Lazy runs the whole forward as one graph (no
+ * depth cut), as compile() does.
  */
 function kilnModelCandidates(args: Tensor[], f: (...xs: Tensor[]) => Tensor): Candidate[] {
+  const def = defaultBackend();
   return [
-    { runtime: "Kiln eager", prepare: async () => () => toF32(f(...args)) },
+    { runtime: `Kiln eager (${def})`, prepare: async () => () => toF32(f(...args)) },
     {
-      runtime: "Kiln lazy",
+      runtime: `Kiln lazy (${def})`,
       prepare: async () => () => toF32(lazy(() => f(...args), { maxDepth: 1e9 })),
     },
-    {
-      runtime: BASELINE,
-      prepare: async () => {
-        const cf = compile(f, { backend: "js", cache: "memory", fullgraph: true });
+    ...compiledRows(false).map((row) =>
+      compiledCandidate(row, (backend) => {
+        const cf = compile(f, { backend, cache: "memory", fullgraph: true });
         return () => toF32(cf(...args));
-      },
-    },
+      }),
+    ),
   ];
 }
 
@@ -1222,7 +1373,16 @@ function graphWorkload(make: () => GraphSpec): Workload {
           `entry instructions in ${(performance.now() - t0).toFixed(0)} ms\n`,
       );
       writeGraph(dir, g, g.extra);
-      writeF32(join(dir, REF_FILE), setup.reference());
+      // The reference on js, the exact tier (bit-identical to the evaluator): a tolerance-tier
+      // default backend would make the figure every row is checked against an approximation.
+      // The model itself was built on the default backend, as the Kiln children build theirs,
+      // so the weights (the inputs hash) are the same bits everywhere.
+      setEagerBackend("js");
+      try {
+        writeF32(join(dir, REF_FILE), setup.reference());
+      } finally {
+        setEagerBackend(undefined);
+      }
       return literalsHash(g.params);
     },
     plan: async (group, dir) => {
@@ -1515,9 +1675,11 @@ async function windowPrepared(
   let t0 = performance.now();
   await step(ids);
   let ms = performance.now() - t0;
-  if (ms * GEN_TOKENS <= GEN_ROW_CAP_MS) {
+  // The first call compiled (a native row runs the C compiler there), so only a first call
+  // longer than the whole cap settles it; otherwise a second call is the step's cost.
+  if (ms <= GEN_ROW_CAP_MS) {
     t0 = performance.now();
-    await step(ids); // the first call compiled; this one is the step's cost
+    await step(ids);
     ms = performance.now() - t0;
   }
   if (ms * GEN_TOKENS > GEN_ROW_CAP_MS) {
@@ -1599,53 +1761,62 @@ function generateSpec(): GraphSpec {
           return { ...a, extra: { idsParam: differ[0]! } };
         },
         reference: () => toF32(gen(GEN_TOKENS)),
-        kiln: () => [
-          {
-            runtime: "Kiln eager",
-            warm: true,
-            prepare: async () => {
-              gen(2);
-              return () => toF32(gen(GEN_TOKENS));
-            },
-          },
-          {
-            runtime: "Kiln lazy",
-            // Nothing is observed between steps and the KV cache grows, so every step's graph
-            // is new and compiles: ~1.2 s per token at the quick config, and --quick must stay
-            // under 3 minutes. Not a figure worth a run; the reason is the row.
-            prepare: async () => {
-              throw new Skip(
-                "compiles every step's graph (nothing is observed between steps); " +
-                  "hundreds of times slower than eager, see docs/performance.md",
-              );
-            },
-          },
-          {
-            runtime: BASELINE,
-            note: "static KV cache",
-            warm: true,
-            prepare: async () => {
+        kiln: () => {
+          const def = defaultBackend();
+          const rows = compiledRows(false);
+          const staticCache = rows.map((row) => ({
+            ...compiledCandidate(row, (backend) => {
               const forward = compile(
                 (x: Tensor, o: gpt2.GPT2ForwardOptions) => model.call(x, o),
-                { backend: "js", cache: "memory" },
+                { backend, cache: "memory" },
               );
               const opts = { staticCache: true, cacheLength: GEN_WINDOW, forward };
               model.generate(prompt, { ...opts, maxNewTokens: 2 }); // compiles both programs
               return () => toF32(model.generate(prompt, { ...opts, maxNewTokens: GEN_TOKENS }));
-            },
-          },
-          {
-            runtime: GEN_WINDOW_ROW,
-            note: GEN_WINDOW_NOTE,
+            }),
+            note: "static KV cache",
             warm: true,
-            prepare: async () => {
-              const cf = compile(logits, { backend: "js", cache: "memory", fullgraph: true });
+          }));
+          // The peers' way, on every compiled row (js only in --quick, which must stay under
+          // 3 minutes): like with like against onnxruntime.
+          const windowRows = QUICK ? rows.filter((r) => r.backend === "js") : rows;
+          const window = windowRows.map((row) => ({
+            ...compiledCandidate(row, (backend) => {
+              const cf = compile(logits, { backend, cache: "memory", fullgraph: true });
               const step = async (ids: BigInt64Array) =>
                 toF32(cf(tensor(ids, { shape: [1, GEN_WINDOW] })));
               return windowPrepared(step, promptData, vocab);
+            }),
+            runtime: `${row.runtime}, ${GEN_WINDOW}-token window`,
+            note: GEN_WINDOW_NOTE,
+            warm: true,
+          }));
+          const candidates: Candidate[] = [
+            {
+              runtime: `Kiln eager (${def})`,
+              warm: true,
+              prepare: async () => {
+                gen(2);
+                return () => toF32(gen(GEN_TOKENS));
+              },
             },
-          },
-        ],
+            {
+              runtime: `Kiln lazy (${def})`,
+              // Nothing is observed between steps and the KV cache grows, so every step's
+              // graph is new and compiles: ~1.2 s per token at the quick config, and --quick
+              // must stay under 3 minutes. Not a figure worth a run; the reason is the row.
+              skip:
+                "compiles every step's graph (nothing is observed between steps); " +
+                "hundreds of times slower than eager, see docs/performance.md",
+              prepare: async () => {
+                throw new Error("bench: a skipped row was prepared");
+              },
+            },
+            ...staticCache,
+            ...window,
+          ];
+          return candidates;
+        },
       };
     },
   };
@@ -1654,32 +1825,60 @@ function generateSpec(): GraphSpec {
 // -- compile time per model: cold, and warm from the disk cache in a fresh process -------------
 
 const COMPILE_SCRIPT = join(here, "..", "compile.ts");
+/** Timed compiles per figure in this process (the median). */
+const COMPILE_REPS = 3;
+/**
+ * Timed compiles per new-process figure: each is a Node start-up, and each cold native one a C
+ * compiler run, so --quick (which must stay under 3 minutes on 2 cores) takes one.
+ */
+const CHILD_COMPILE_REPS = QUICK ? 1 : 3;
 
-/** bench/compile.ts's child mode: compileModule on `keyFile`'s module through `dir`'s cache. */
-function childCompile(keyFile: string, dir: string): { hit: string; ms: number } {
+/**
+ * bench/compile.ts's child mode: compileModule on `keyFile`'s module through `dir`'s program
+ * cache on `backend`, with `cacheDir` as its KILN_CACHE_DIR (where native's library cache
+ * lives) when given.
+ */
+function childCompile(
+  keyFile: string,
+  dir: string,
+  backend: string,
+  cacheDir?: string,
+): { hit: string; ms: number } {
+  const env = childEnv();
+  if (cacheDir !== undefined) env["KILN_CACHE_DIR"] = cacheDir;
   const r = spawnSync(
     process.execPath,
-    ["--import", "tsx", COMPILE_SCRIPT, "--child", keyFile, dir],
-    { encoding: "utf8" },
+    ["--import", "tsx", COMPILE_SCRIPT, "--child", keyFile, dir, backend],
+    { encoding: "utf8", env },
   );
-  if (r.status !== 0) throw new Error(`compile child failed: ${r.stderr.split("\n")[0]}`);
+  if (r.status !== 0) {
+    const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
+    const why = lines.find((l) => /error/i.test(l)) ?? lines[0] ?? "";
+    throw new Error(`compile child failed (${r.status ?? r.signal}): ${why.trim()}`);
+  }
   return JSON.parse(r.stdout.trim().split("\n").pop()!) as { hit: string; ms: number };
 }
 
 const COLD = "cold (this process)";
+const COLD_CHILD = "cold (new process)";
+const WARM_CHILD = "warm from the disk cache (new process)";
+
+function instructionCount(module: Module): number {
+  return module.computations.reduce((n, c) => n + c.instructions.length, 0);
+}
 
 /**
  * Compile time of one model's forward graph on the js backend: cold in this process (a fresh
  * ProgramCache on a fresh temp directory: passes, codegen, store), cold in a new process, and
  * warm in a new process on the populated directory (fingerprint, read, load). Each timing is
- * the median of `reps` runs, each on its own directory (cold) or the same one (warm). A cold
- * run includes storing the entry; the new-process figures exclude Node and tsx start-up.
+ * the median of COMPILE_REPS runs (CHILD_COMPILE_REPS in new processes), each on its own
+ * directory (cold) or the same one (warm). A cold run includes storing the entry; the
+ * new-process figures exclude Node and tsx start-up.
  */
-async function compileTime(name: string, module: Module): Promise<WorkloadResult> {
-  const reps = 3;
-  const count = module.computations.reduce((n, c) => n + c.instructions.length, 0);
+function jsCompileTime(name: string, module: Module): WorkloadResult {
   const result: WorkloadResult = {
-    name: `compile time (js), ms of compileModule: ${name} (${count} instructions)`,
+    name: `compile time (js), ms of compileModule: ${name} (${instructionCount(module)} ` +
+      `instructions)`,
     baseline: COLD,
     rows: [],
   };
@@ -1688,7 +1887,7 @@ async function compileTime(name: string, module: Module): Promise<WorkloadResult
     const keyFile = join(dir, "key.pb");
     writeFileSync(keyFile, moduleToProto(module));
     const cold: number[] = [];
-    for (let i = 0; i < reps; i++) {
+    for (let i = 0; i < COMPILE_REPS; i++) {
       const cache = new ProgramCache({ disk: join(dir, `cold${i}`) });
       const t0 = performance.now();
       const r = compileModule(module, { backend: "js", cache });
@@ -1696,8 +1895,8 @@ async function compileTime(name: string, module: Module): Promise<WorkloadResult
       if (r.hit !== "miss") throw new Error(`bench: cold compile was a ${r.hit}`);
     }
     const children = (hit: string, dirOf: (i: number) => string) =>
-      Array.from({ length: reps }, (_, i) => {
-        const c = childCompile(keyFile, dirOf(i));
+      Array.from({ length: CHILD_COMPILE_REPS }, (_, i) => {
+        const c = childCompile(keyFile, dirOf(i), "js");
         if (c.hit !== hit) throw new Error(`bench: child compile was a ${c.hit}, not ${hit}`);
         return c.ms;
       });
@@ -1705,27 +1904,182 @@ async function compileTime(name: string, module: Module): Promise<WorkloadResult
     const warmChild = children("disk", () => join(dir, "cold0"));
     for (const [runtime, times] of [
       [COLD, cold],
-      ["cold (new process)", coldChild],
-      ["warm from the disk cache (new process)", warmChild],
+      [COLD_CHILD, coldChild],
+      [WARM_CHILD, warmChild],
     ] as const) {
       result.rows.push({ runtime, timing: summarize(times) });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  process.stderr.write(`  ${result.name} done\n`);
   return result;
 }
 
-/** Compile times of the three model forwards, each graph captured as the workloads do. */
+/** Entries in a native library cache directory: one per translation unit compiled there. */
+function libEntries(dir: string): number {
+  try {
+    return readdirSync(dir).filter((n) => n.endsWith(".klib")).length;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Copies what a native library cache directory holds into `dest`: taken right after the
+ * runtime addon was built, that is the addon and the store's secret, no kernel.
+ */
+function copyLibDir(from: string, dest: string): void {
+  mkdirSync(dest, { recursive: true, mode: 0o700 });
+  chmodSync(dest, 0o700); // the store trusts only a directory no one else can write
+  for (const n of readdirSync(from)) {
+    if (n !== "secret" && !n.endsWith(".klib")) continue;
+    copyFileSync(join(from, n), join(dest, n));
+    chmodSync(join(dest, n), 0o600);
+  }
+}
+
+/** "3 translation units" for the C compiler's runs (libEntries differences), "3/4" if they vary. */
+function unitsText(units: readonly number[]): string {
+  const distinct = [...new Set(units)];
+  const n = distinct.length === 1 ? distinct[0]! : -1;
+  return `C compiler: ${distinct.join("/")} translation unit${n === 1 ? "" : "s"}`;
+}
+
+/**
+ * Compile time of one model's forward graph on native. Its compile renders C for the model's
+ * kernels and runs the C compiler on the ones its library cache (KILN_CACHE_DIR/native) lacks;
+ * kernels once loaded stay loaded in the process. So: cold in this process is one run (the
+ * first native compile of the graph here, in the fresh KILN_CACHE_DIR the parent gave this
+ * process); "kernels loaded" times the later compiles in this process (passes, lowering,
+ * program setup); cold in a new process runs on a KILN_CACHE_DIR of its own holding only the
+ * runtime addon (`seed`: building the addon is not the model's compile); warm in a new process
+ * runs on the first cold child's directories, program cache and library cache. Each note says
+ * how many translation units the C compiler built (new library entries).
+ */
+function nativeCompileTime(name: string, module: Module, seed: string | undefined): WorkloadResult {
+  const result: WorkloadResult = {
+    name: `compile time (native), ms of compileModule: ${name} (${instructionCount(module)} ` +
+      `instructions)`,
+    baseline: COLD,
+    rows: [],
+  };
+  const why = nativeUnavailable();
+  if (why !== undefined || seed === undefined) {
+    const note = `skipped: the native backend is not available: ${why ?? "no runtime addon"}`;
+    result.rows.push({ runtime: COLD, note });
+    return result;
+  }
+  const dir = mkdtempSync(join(tmpdir(), "kiln-bench-peers-compile-"));
+  try {
+    const keyFile = join(dir, "key.pb");
+    writeFileSync(keyFile, moduleToProto(module));
+    const lib = nativeCacheDir();
+    const inProcess = (disk: string): [number, number] => {
+      const before = libEntries(lib);
+      const cache = new ProgramCache({ disk });
+      const t0 = performance.now();
+      const r = compileModule(module, { backend: "native", cache });
+      const ms = performance.now() - t0;
+      if (r.hit !== "miss") throw new Error(`bench: a compile on a fresh cache was a ${r.hit}`);
+      return [ms, libEntries(lib) - before];
+    };
+    const [coldMs, coldUnits] = inProcess(join(dir, "cold"));
+    const loaded = Array.from({ length: COMPILE_REPS }, (_, i) => {
+      const [ms, units] = inProcess(join(dir, `loaded${i}`));
+      if (units !== 0) throw new Error(`bench: a compile with its kernels loaded built ${units}`);
+      return ms;
+    });
+    const child = (i: number, hits: readonly string[]): [number, number, string] => {
+      const cacheDir = join(dir, `kiln${i}`);
+      const before = libEntries(join(cacheDir, "native"));
+      const c = childCompile(keyFile, join(dir, `program${i}`), "native", cacheDir);
+      if (!hits.includes(c.hit)) throw new Error(`bench: a child compile was a ${c.hit}`);
+      return [c.ms, libEntries(join(cacheDir, "native")) - before, c.hit];
+    };
+    const cold = Array.from({ length: CHILD_COMPILE_REPS }, (_, i) => {
+      copyLibDir(seed, join(dir, `kiln${i}`, "native"));
+      return child(i, ["miss"]);
+    });
+    // Native programs may not be in the program cache's disk store yet: then the warm child
+    // misses there and its kernels come from the library cache (no C compiler run).
+    const warm = Array.from({ length: CHILD_COMPILE_REPS }, () => child(0, ["disk", "miss"]));
+    const warmNote = warm.every((w) => w[2] === "disk")
+      ? "the program from the disk cache"
+      : "program cache miss (native programs are not stored there yet), kernels from the " +
+        "library cache";
+    result.rows.push(
+      {
+        runtime: COLD,
+        timing: summarize([coldMs]),
+        note: `1 run: later compiles here find the kernels loaded; ${unitsText([coldUnits])}`,
+      },
+      {
+        runtime: "kernels loaded (this process)",
+        timing: summarize(loaded),
+        note: "a new program cache each run: passes, lowering, program setup",
+      },
+      {
+        runtime: COLD_CHILD,
+        timing: summarize(cold.map((c) => c[0])),
+        note: `runtime addon prebuilt; ${unitsText(cold.map((c) => c[1]))}`,
+      },
+      {
+        runtime: WARM_CHILD,
+        timing: summarize(warm.map((c) => c[0])),
+        note: `${warmNote}; ${unitsText(warm.map((c) => c[1]))}`,
+      },
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return result;
+}
+
+/** A compile-time table, or one row saying why it has none (a failed child, say). */
+function compileTable(name: string, make: () => WorkloadResult): WorkloadResult {
+  let r: WorkloadResult;
+  try {
+    r = make();
+  } catch (e) {
+    r = { name, baseline: COLD, rows: [{ runtime: COLD, note: `error: ${message(e)}` }] };
+  }
+  process.stderr.write(`  ${r.name} done\n`);
+  return r;
+}
+
+/**
+ * Compile times of the three model forwards on js and on native, each graph captured as the
+ * workloads do. The parent starts this process with a fresh, empty KILN_CACHE_DIR; the models
+ * are built and captured on js, so nothing native is compiled before the native tables' cold
+ * runs, and the library cache holds only the runtime addon when they start (copied once as the
+ * seed of the new processes' cold directories).
+ */
 async function compileTimes(): Promise<WorkloadResult[]> {
+  setEagerBackend("js");
+  const root = mkdtempSync(join(tmpdir(), "kiln-bench-peers-native-"));
   const out: WorkloadResult[] = [];
-  for (const [name, spec] of [
-    [`GPT-2 (${ZOO}) forward, seq ${GPT2_SEQ}`, gpt2Spec],
-    [`BERT (${ZOO}), seq ${BERT_SEQ}`, bertSpec],
-    [`ResNet (${RESNET_SIZE}), 8x3x64x64`, resnetSpec],
-  ] as const) {
-    out.push(await compileTime(name, spec().setup().capture().module));
+  try {
+    let seed: string | undefined;
+    if (nativeUnavailable() === undefined) {
+      getBackend("native"); // builds the runtime addon into this process's library cache
+      seed = join(root, "seed");
+      copyLibDir(nativeCacheDir(), seed);
+    }
+    for (const [name, spec] of [
+      [`GPT-2 (${ZOO}) forward, seq ${GPT2_SEQ}`, gpt2Spec],
+      [`BERT (${ZOO}), seq ${BERT_SEQ}`, bertSpec],
+      [`ResNet (${RESNET_SIZE}), 8x3x64x64`, resnetSpec],
+    ] as const) {
+      const module = spec().setup().capture().module;
+      out.push(compileTable(`compile time (js): ${name}`, () => jsCompileTime(name, module)));
+      out.push(
+        compileTable(`compile time (native): ${name}`, () =>
+          nativeCompileTime(name, module, seed),
+        ),
+      );
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
   }
   return out;
 }
@@ -1733,7 +2087,9 @@ async function compileTimes(): Promise<WorkloadResult[]> {
 // ---- running: the parent spawns one child per runtime group per workload ---------------------
 
 function entries(): WorkloadEntry[] {
-  const sizes = QUICK ? [256, 512] : [256, 512, 1024];
+  // --quick must stay under 3 minutes on 2 cores with a process per row (about 90 of them):
+  // one matmul size there; the full run has every size.
+  const sizes = QUICK ? [256] : [256, 512, 1024];
   const ewN = QUICK ? 1 << 20 : 4 << 20;
   return [
     ...sizes.map((n) => ({
@@ -1783,6 +2139,16 @@ async function runCandidate(w: Workload, c: Candidate, ref: Float32Array): Promi
       } else if (slow) {
         row.timing = await measure(run, { warmup: 0, budgetMs: 0, minRuns: 1, maxRuns: 1 });
         notes.push("one timed run (slow)");
+      } else if (QUICK && w.timing === undefined && checkMs > SLOW_RUN_MS) {
+        // --quick only (it must stay under 3 minutes): a slow first call may be a compile,
+        // so one more run decides whether the row is slow (tfjs cpu on the block).
+        const once = await measure(run, { warmup: 0, budgetMs: 0, minRuns: 1, maxRuns: 1 });
+        if (once.medianMs > SLOW_RUN_MS) {
+          row.timing = once;
+          notes.push("one timed run (slow)");
+        } else {
+          row.timing = await measure(run, timing);
+        }
       } else {
         row.timing = await measure(run, timing);
       }
@@ -1808,6 +2174,10 @@ interface ChildOutput {
   results?: WorkloadResult[];
   /** How many candidates the group has (a child asked for one of them says). */
   total?: number;
+  /** Each candidate's native pool size (null: the default), for its process's environment. */
+  threads?: (number | null)[];
+  /** The candidates `rows` are for, in order (a first child also reports the skipped ones). */
+  indices?: number[];
 }
 
 function printResult(out: ChildOutput): Promise<void> {
@@ -1842,24 +2212,48 @@ async function childMain(group: string): Promise<void> {
   }
   const rows: Row[] = [];
   // `--candidate i`: only the i-th (the Kiln group runs each of its modes in its own process,
-  // so one mode's heap and JIT state never weigh on the next mode's timings).
+  // so one mode's heap and JIT state never weigh on the next mode's timings); the first also
+  // reports every row known not to run.
   const only = flag("candidate");
-  const chosen =
-    only === undefined ? plan.candidates : plan.candidates.filter((_, i) => i === Number(only));
-  for (const c of chosen) {
-    rows.push(jsonRow(await runCandidate(w, c, ref)));
+  const at = only === undefined ? undefined : Number(only);
+  const chosen = plan.candidates
+    .map((c, i) => ({ c, i }))
+    .filter(({ c, i }) => at === undefined || i === at || (at === 0 && c.skip !== undefined));
+  for (const { c } of chosen) {
+    const row =
+      c.skip === undefined
+        ? await runCandidate(w, c, ref)
+        : { runtime: c.runtime, note: `skipped: ${c.skip}` };
+    rows.push(jsonRow(row));
     process.stderr.write(`  ${w.name}: ${c.runtime} done\n`);
   }
-  await printResult({ hash: plan.hash, rows, total: plan.candidates.length });
+  const threads = plan.candidates.map((c) => c.threads ?? null);
+  const indices = chosen.map(({ i }) => i);
+  await printResult({ hash: plan.hash, rows, total: plan.candidates.length, threads, indices });
+}
+
+/**
+ * The environment of a child: this one's, with KILN_NUM_THREADS set to `threads` for a row that
+ * runs native at that count and removed otherwise (so a default row runs the default pool: all
+ * cores, whatever the shell that started the bench had set).
+ */
+function childEnv(threads?: number): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env["KILN_NUM_THREADS"];
+  if (threads !== undefined) env["KILN_NUM_THREADS"] = String(threads);
+  return env;
 }
 
 /** Runs this script as a child; its result, or why there is none, in words. */
-function runChild(args: string[]): Promise<{ out?: ChildOutput; error?: string }> {
+function runChild(
+  args: string[],
+  env: NodeJS.ProcessEnv = childEnv(),
+): Promise<{ out?: ChildOutput; error?: string }> {
   return new Promise((done) => {
     const child = spawn(
       process.execPath,
       ["--import", "tsx", SELF, ...args, ...(QUICK ? ["--quick"] : [])],
-      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env },
     );
     let stdout = "";
     let errTail = "";
@@ -1911,24 +2305,53 @@ async function runWorkload(e: WorkloadEntry): Promise<[WorkloadResult, string]> 
       result.rows.push({ runtime: "reference", note });
       return [result, ""];
     }
-    const runs: { g: Group; candidate?: number }[] = activeGroups().map((g) => ({ g }));
+    const runs: { g: Group; candidate?: number; threads?: number }[] = activeGroups().map(
+      (g) => ({ g }),
+    );
+    // The Kiln group's rows by candidate, put in candidate order once the group is done (its
+    // first child also reports the rows known not to run, ahead of their turn).
+    const kiln: [number, Row][] = [];
+    const flushKiln = () => {
+      kiln.sort((a, b) => a[0] - b[0]);
+      result.rows.push(...kiln.map(([, row]) => row));
+      kiln.length = 0;
+    };
     for (let k = 0; k < runs.length; k++) {
-      const { g, candidate } = runs[k]!;
+      const { g, candidate, threads } = runs[k]!;
       const args = ["--child", g, "--workload", e.id, "--dir", dir];
       // Kiln's modes each get a process too: the first child runs mode 0 and says how many
-      // there are; the others follow it.
+      // there are and which native pool size each wants; the others follow it, each started
+      // with its pool size (the pool is process-wide).
       const split = g === "kiln";
-      const r = await runChild(split ? [...args, "--candidate", String(candidate ?? 0)] : args);
+      if (!split) flushKiln();
+      const t0 = performance.now();
+      const r = await runChild(
+        split ? [...args, "--candidate", String(candidate ?? 0)] : args,
+        childEnv(threads),
+      );
+      // Where a run's wall time goes (process start-up and setup included), on stderr.
+      const which = split ? `${g} #${candidate ?? 0}` : g;
+      const took = ((performance.now() - t0) / 1000).toFixed(1);
+      process.stderr.write(`  ${e.id} ${which}: ${took} s\n`);
       if (split && candidate === undefined) {
-        const more = Array.from({ length: Math.max(0, (r.out?.total ?? 1) - 1) }, (_, i) => ({
-          g,
-          candidate: i + 1,
-        }));
+        const done = new Set(r.out?.indices ?? [0]);
+        const more = Array.from({ length: r.out?.total ?? 1 }, (_, i) => i)
+          .filter((i) => !done.has(i))
+          .map((i) => {
+            const t = r.out?.threads?.[i];
+            return t === null || t === undefined
+              ? { g, candidate: i }
+              : { g, candidate: i, threads: t };
+          });
         runs.splice(k + 1, 0, ...more);
       }
       const rows = r.out?.rows;
+      const add = (list: Row[]) => {
+        if (!split) result.rows.push(...list);
+        else list.forEach((row, j) => kiln.push([r.out?.indices?.[j] ?? candidate ?? 0, row]));
+      };
       if (rows === undefined) {
-        result.rows.push({ runtime: groupRuntime(g), note: `error: its process ${r.error}` });
+        add([{ runtime: groupRuntime(g), note: `error: its process ${r.error}` }]);
         continue;
       }
       if (r.out?.hash !== hash && r.out?.hash !== "") {
@@ -1939,8 +2362,9 @@ async function runWorkload(e: WorkloadEntry): Promise<[WorkloadResult, string]> 
             `${String(r.out?.hash).slice(0, 12)}, expected ${hash.slice(0, 12)})`;
         }
       }
-      result.rows.push(...rows);
+      add(rows);
     }
+    flushKiln();
     return [result, hash];
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -1959,6 +2383,7 @@ function machine(): Record<string, string | number> {
   return {
     cpu: model,
     cores: cpus().length,
+    availableParallelism: THREADS,
     mhz: Math.round(nominalMHz()),
     simd: simd.join(" "),
     memoryGiB: Math.round(totalmem() / 2 ** 30),
@@ -1966,6 +2391,8 @@ function machine(): Record<string, string | number> {
     platform: `${process.platform}-${process.arch}`,
     kiln: kiln.version,
     kilnCommit: gitCommit(),
+    // What the native rows ran on: compiler, flags, ISA, the default pool.
+    nativeBackend: nativeFacts(),
     // Other work on the machine skews every row; the load at the end says how busy it was.
     loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
   };
@@ -2046,16 +2473,23 @@ async function main(): Promise<void> {
   const hashes: Record<string, string> = {};
   for (const e of entries()) {
     if (ONLY && !ONLY.includes(e.kind)) continue;
+    const t0 = performance.now();
     const [r, hash] = await runWorkload(e);
     results.push(r);
     hashes[r.name] = hash;
     console.log(`\n${textTable(r)}`);
+    process.stderr.write(`${e.id}: ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
   if (!ONLY || ONLY.includes("compile")) {
-    const r = await runChild(["--child", "compile"]);
+    // A fresh, empty KILN_CACHE_DIR: native's cold compiles in that process must compile.
+    const cacheDir = mkdtempSync(join(tmpdir(), "kiln-bench-peers-cache-"));
+    const env = { ...childEnv(), KILN_CACHE_DIR: cacheDir };
+    const r = await runChild(["--child", "compile"], env).finally(() =>
+      rmSync(cacheDir, { recursive: true, force: true }),
+    );
     const compiled = r.out?.results ?? [
       {
-        name: "compile time (js)",
+        name: "compile time",
         baseline: COLD,
         rows: [{ runtime: COLD, note: `error: its process ${r.error}` }],
       },
@@ -2069,9 +2503,10 @@ async function main(): Promise<void> {
   const ceil = await ceiling(QUICK);
   console.log(`\nthis CPU's ceiling: ${JSON.stringify(ceil)}`);
   const method =
-    "one child process per runtime group per workload (Kiln and plain JS; tfjs cpu; tfjs " +
-    "wasm; onnxruntime-node 1 thread; onnxruntime-node all threads; jax-js); the parent " +
-    "builds the reference once and checks every child's inputs hash";
+    "one child process per runtime group per workload (Kiln and plain JS, each Kiln row in " +
+    "its own; tfjs cpu; tfjs wasm; onnxruntime-node 1 thread; onnxruntime-node all threads; " +
+    "jax-js); native rows sized by KILN_NUM_THREADS; the parent builds the reference once " +
+    "and checks every child's inputs hash";
   const report = {
     date: new Date().toISOString(),
     mode: QUICK ? "quick" : "full",
@@ -2087,7 +2522,12 @@ async function main(): Promise<void> {
     workloads: results.map((w) => ({
       ...w,
       ...(hashes[w.name] ? { inputsHash: hashes[w.name] } : {}),
-      rows: w.rows.map((r) => ({ ...r, rate: rate(w, r), ratio: ratio(w, r) })),
+      rows: w.rows.map((r) => ({
+        ...r,
+        rate: rate(w, r),
+        ratio: ratio(w, r),
+        ratioOrtSameThreads: ortRatio(w, r),
+      })),
     })),
     seconds: (performance.now() - started) / 1000,
   };
@@ -2098,8 +2538,9 @@ async function main(): Promise<void> {
     "",
     `Written by \`bench/peers/run.ts\` (${report.mode} mode) on ${report.date}, in ` +
       `${report.seconds.toFixed(0)} s, ${method}. Ratios are median time / median time of ` +
-      `the table's baseline (${BASELINE} unless the title says otherwise; above 1: slower). ` +
-      "Spread is (p90 - p10) / median of the timed runs.",
+      `the table's baseline (${BASELINE} unless the title says otherwise; above 1: slower); ` +
+      "`x onnxruntime (same threads)` divides a Kiln row that states its thread count by " +
+      "onnxruntime's row at that count. Spread is (p90 - p10) / median of the timed runs.",
     "",
     "| machine | |",
     "| --- | --- |",
