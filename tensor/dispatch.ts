@@ -22,7 +22,8 @@ import {
   type LiteralData,
   scalarLiteral,
 } from "../ir/literal.ts";
-import type { Instruction } from "../ir/module.ts";
+import type { Instruction, Module } from "../ir/module.ts";
+import { optimizationPipeline } from "../passes/index.ts";
 import { arrayShape, shapeToString } from "../ir/shape.ts";
 import {
   getBackend,
@@ -283,6 +284,15 @@ export function tensorFromLiteral(lit: Literal): Tensor {
   return new Tensor(new ConcreteImpl(dtype, lit.dims, storage));
 }
 
+/** Whether an op's module has more than one instruction besides its parameters (and tuple). */
+function worthOptimizing(module: Module): boolean {
+  let n = 0;
+  for (const i of module.entry.instructions) {
+    if (i.opcode !== "parameter" && i.opcode !== "tuple" && ++n > 1) return true;
+  }
+  return false;
+}
+
 function compile(
   op: Lowering,
   operands: readonly Operand[],
@@ -299,6 +309,13 @@ function compile(
     return b.tuple(r);
   });
   const module = mb.build();
+  // An op of several instructions (gelu, layer norm, softmax, attention) is fused like any
+  // program, so eager runs it as one or two kernels instead of one materialized array per
+  // instruction (its broadcasts included). The passes keep the meaning, so an exact-tier backend
+  // still gives the evaluator's bits; a one-instruction op has nothing to fuse.
+  if (backend.name !== interpreterBackend.name && worthOptimizing(module)) {
+    optimizationPipeline().run(module);
+  }
   try {
     return { exe: backend.compile(module, { purpose: "eager" }), tuple };
   } catch (e) {

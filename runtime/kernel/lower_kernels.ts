@@ -342,6 +342,7 @@ export function loopKernel(
 
 /** A flattened index over `dims` split into one index per dim. */
 function split(P: Pool, v: Ix, dims: readonly Ix[]): Ix[] {
+  if (dims.length === 0) return []; // a range of one (a dot without lhs free dims has no rows)
   if (dims.length === 1) return [v];
   const out = new Array<Ix>(dims.length);
   let rest = v;

@@ -483,6 +483,20 @@ describe("kOutput fusions", () => {
     expect(exe.source).not.toMatch(/\(lo, hi\) =>/);
   });
 
+  it("a vector times a matrix (no lhs free dims: the epilogue has no rows) + bias", () => {
+    // linear() on a 1-d input: the epilogue's row range is empty of dims (a range of one).
+    for (const [k, n] of [[4, 3], [1, 1], [17, 5]] as const) {
+      const x = literal("f32", [k], Array.from({ length: k }, (_, i) => i - 1.5));
+      const w = literal("f32", [n, k], Array.from({ length: n * k }, (_, i) => 0.5 * i - 2));
+      const bias = literal("f32", [n], Array.from({ length: n }, (_, i) => i + 0.25));
+      const { module, fused } = fusedModule("vec_mat", "kOutput", [x, w, bias], (b, ps) =>
+        b.add(b.dot(ps[0]!, ps[1]!, { lhsContracting: [0], rhsContracting: [1] }), ps[2]!),
+      );
+      const exe = runBoth(module, [x, w, bias]);
+      expect(fellBack(exe, fused)).toBe(false);
+    }
+  });
+
   it("f16 and s32 dots with epilogues", () => {
     const arb = fc
       .tuple(small, small, small)
