@@ -23,7 +23,7 @@ import { Tensor } from "../index.ts";
 import { formatFusionSummary, fusionSummary } from "../passes/index.ts";
 import { defaultProgramCache } from "../runtime/cache.ts";
 import { backendNames, getBackend } from "../runtime/index.ts";
-import { nativeUnavailableReason } from "../runtime/native/backend.ts";
+import { nativeDisabledByEnv, nativeUnavailableReason } from "../runtime/native/backend.ts";
 import { defaultLibCache } from "../runtime/native/libcache.ts";
 import { describeCompiler, nativeStatus } from "../runtime/native/toolchain.ts";
 import { capture, optimizeWithSnapshots, pipelinePassNames, requireGraph } from "./capture.ts";
@@ -464,9 +464,10 @@ export function recompilesCommand(
 /** The native backend as `kiln cache info` reports it: whether it runs here, and its libraries. */
 function nativeInfo() {
   const why = nativeUnavailableReason();
-  const st = nativeStatus();
+  // Turned off by the environment: not even the toolchain probe or the addon build runs.
+  const st = nativeDisabledByEnv() === undefined ? nativeStatus() : undefined;
   const libs = defaultLibCache().info();
-  const tc = st.ok ? st.toolchain : undefined;
+  const tc = st?.ok ? st.toolchain : undefined;
   return {
     available: why === undefined,
     ...(why !== undefined && { reason: why }),
@@ -474,7 +475,7 @@ function nativeInfo() {
       toolchain: `${describeCompiler(tc.compiler)} ${tc.cflags.join(" ")}`,
       isa: tc.isa,
     }),
-    ...(st.ok && { threads: st.threads }),
+    ...(st?.ok && { threads: st.threads }),
     libraries: {
       dir: libs.dir,
       entries: libs.entries,

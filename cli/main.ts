@@ -22,9 +22,13 @@ import { parseShapes, parseSpec, type SizeSpec } from "./spec.ts";
 const ENV_HELP = `
 Environment:
   KILN_LOGS=topics     log as it happens, to stderr: recompiles, graph_breaks, guards, ir,
-                       passes, lazy, fusion, perf, cache (comma-separated) or all
+                       passes, lazy, fusion, perf, cache, backend (comma-separated) or all
   KILN_DUMP_DIR=dir    write every program after every pass (NNN-<pass>.hlo) while compiling
   KILN_CACHE_DIR=dir   the on-disk program cache (default $XDG_CACHE_HOME/kiln or ~/.cache/kiln)
+  KILN_NATIVE=0        do not use the native backend (js is then the default)
+  KILN_CC=path         the C compiler native uses (default: the first of cc, gcc, clang)
+  KILN_NUM_THREADS=n   native's thread pool size (default: the CPUs this process may use)
+  KILN_NATIVE_PROFILE=1  print where native programs spent their time, at exit
 
 Exit codes:
   0  success

@@ -10,9 +10,10 @@
 // attributes), never per shape. The `tolerance` tier (runtime/tiers.ts): float sums may be
 // reassociated, contracted to FMA, split across threads; integer semantics are exact.
 //
-// What it cannot compile natively (a kernel the lowering declines, an integer dot, a module with
-// bounded dynamic dims) runs on `js` instead, said under KILN_LOGS=backend — never an error,
-// never a wrong result. The backend is registered only where nativeStatus() says a compiler
+// What it cannot compile natively (a kernel the lowering declines, a module with bounded
+// dynamic dims, kernels the C compiler rejects) runs on `js` instead, said under
+// KILN_LOGS=backend and in explain() — never an error, never a wrong result. Dots and
+// convolutions of f32 call the runtime's GEMM; other types get generated contraction kernels. The backend is registered only where nativeStatus() says a compiler
 // and the runtime addon work; elsewhere `js` stays the default and the reason is logged.
 
 import { createHash } from "node:crypto";
@@ -150,13 +151,19 @@ function kernelSources(program: Program): { fns: FnSource[]; index: Map<object, 
   return { fns, index };
 }
 
+/**
+ * The C compiler could not build a program's kernels (or no compiler works): the module runs
+ * on js instead, with this message as the reason.
+ */
+export class KernelBuildError extends Error {}
+
 /** Builds (or loads from the library cache) every kernel not loaded yet. */
 function ensureLoaded(fns: readonly FnSource[]): void {
   const missing = [...new Map(fns.filter((f) => !loaded.has(f.key)).map((f) => [f.key, f]))
     .values()].sort((a, b) => (a.key < b.key ? -1 : 1));
   if (missing.length === 0) return;
   const tc = toolchain();
-  if (!tc.ok) throw new Error(`native: ${tc.reason}`);
+  if (!tc.ok) throw new KernelBuildError(`native: ${tc.reason}`);
   const a = addon();
   const cache = defaultLibCache();
   // Deterministic units: the same missing set always makes the same units (cache hits).
@@ -193,7 +200,7 @@ function ensureLoaded(fns: readonly FnSource[]): void {
       const results = compileSharedObjects(jobs, { extraFlags: kernelFlags(tc.value.isa) });
       results.forEach((r, i) => {
         if (!r.ok) {
-          throw new Error(`native: the C compiler failed on generated kernels: ${r.stderr.trim()
+          throw new KernelBuildError(`the C compiler failed on its kernels: ${r.stderr.trim()
             .split("\n").slice(0, 6).join("\n")}`);
         }
         const b = new Uint8Array(readFileSync(jobs[i]!.out));
@@ -344,7 +351,13 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
     throw e;
   }
   const { fns, index } = kernelSources(program);
-  ensureLoaded(fns);
+  try {
+    ensureLoaded(fns);
+  } catch (e) {
+    // Never a crash: a compiler that rejects the kernels leaves the module to js.
+    if (e instanceof KernelBuildError) return fallbackTo(module, e.message);
+    throw e;
+  }
   let encoded;
   try {
     encoded = encodeProgram(program, (k) => {
@@ -386,7 +399,9 @@ function instantiate(
   const getModule = typeof module === "function" ? module : () => module;
   const name = () => getModule().name;
   if (process.env["KILN_NATIVE_PROFILE"] === "1") {
-    profiled.push({ name: shapes ? "(cached)" : name(), handle, steps: encoded.steps });
+    // A program from the disk cache is named without decoding its stored module.
+    const label = typeof module === "function" ? "(from the cache)" : module.name;
+    profiled.push({ name: label, handle, steps: encoded.steps });
   }
   const params = shapes?.params ?? getModule().entry.parameters.map((p) => p.shape);
   const root = shapes?.root ?? getModule().entry.root.shape;
@@ -453,7 +468,7 @@ function serializeNative(exe: Executable): Uint8Array {
   const s = stored.get(exe);
   if (!s) throw new Error("native: serialize got an executable native did not compile");
   const tc = toolchain();
-  if (!tc.ok) throw new Error(`native: ${tc.reason}`);
+  if (!tc.ok) throw new KernelBuildError(`native: ${tc.reason}`);
   const positions = new Map<object, number>();
   canonicalInstructions(exe.module).forEach((i, k) => {
     const lit = i.opcode === "constant" ? i.attrs.literal : undefined;
@@ -651,9 +666,17 @@ export function withNativeThreads<T>(n: number, fn: () => T): T {
 
 let availableMemo: boolean | undefined;
 
+/** "disabled by KILN_NATIVE=0" where the environment turns native off (0, off, false). */
+export function nativeDisabledByEnv(): string | undefined {
+  const v = process.env["KILN_NATIVE"];
+  const flag = (v ?? "").toLowerCase();
+  return flag === "0" || flag === "off" || flag === "false" ? `disabled by KILN_NATIVE=${v}` : undefined;
+}
+
 /** Why `native` cannot run here, or undefined when it can (KILN_NATIVE=0 turns it off). */
 export function nativeUnavailableReason(): string | undefined {
-  if (process.env["KILN_NATIVE"] === "0") return "disabled by KILN_NATIVE=0";
+  const off = nativeDisabledByEnv();
+  if (off !== undefined) return off;
   const st = nativeStatus();
   return st.ok ? undefined : st.reason;
 }

@@ -108,8 +108,13 @@ function addonSuite(name: string, get: () => NativeAddon | { error: string }, is
       addon?.setThreads(1);
     });
 
-    it("reports its ABI, ISA and threads", () => {
+    it("reports its ABI, ISA and threads; 0 threads restores the default", () => {
       const info = addon.info();
+      const def = addon.getThreads();
+      addon.setThreads(def === 1 ? 2 : 1);
+      expect(addon.getThreads()).not.toBe(def);
+      addon.setThreads(0);
+      expect(addon.getThreads()).toBe(def);
       expect(info.abi).toBe(KILN_ABI_VERSION);
       expect(isaSet).toContain(info.isa);
       expect(info.threads).toBeGreaterThanOrEqual(1);
@@ -232,7 +237,7 @@ function addonSuite(name: string, get: () => NativeAddon | { error: string }, is
       );
       expect(() => call(lib.handle, ADD, [x, x, x], NO_SIZES, 4, 0, false)).toThrow(/hi < lo/);
       expect(() => call(lib.handle, ADD, [x, x, x], NO_SIZES, 0, 4)).toThrow(TypeError);
-      expect(() => addon.setThreads(0)).toThrow(TypeError);
+      expect(() => addon.setThreads(-1)).toThrow(TypeError);
       addon.callKernel(lib.handle, ADD, [x, x, x], NO_SIZES, 2, 2, true); // empty: nothing runs
     });
 

@@ -88,6 +88,31 @@ maybe("native programs across processes", () => {
     }
   }, 300_000);
 
+  it("a compiler that rejects the kernels leaves programs and eager ops to js, and says why", () => {
+    const real = spawnSync("sh", ["-c", "command -v cc || command -v gcc || command -v clang"],
+      { encoding: "utf8" }).stdout.trim();
+    expect(real).not.toBe("");
+    const dir = tempDir();
+    const wrapper = join(dir, "picky-cc");
+    // Builds the runtime addon and the probe; fails on kernel units (built with -fopenmp-simd).
+    writeFileSync(wrapper, `#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp-simd ] && ` +
+      `{ echo "picky-cc: refusing kernels" >&2; exit 1; }; done\nexec ${real} "$@"\n`,
+      { mode: 0o755 });
+    const { out, err } = run(["badcc"], {
+      KILN_CACHE_DIR: join(dir, "cache"),
+      KILN_CC: wrapper,
+      KILN_LOGS: "backend",
+    });
+    expect(out["default"]).toBe("native");
+    for (const name of ["mlp", "softmax"]) {
+      const r = out[name] as { fallback: string | null; same: boolean };
+      expect(r.fallback, name).toMatch(/the C compiler failed on its kernels: .*picky-cc/s);
+      expect(r.same, name).toBe(true);
+    }
+    expect(out["eager"]).toBe(20);
+    expect(err).toMatch(/runs on js: the C compiler failed on its kernels/);
+  }, 300_000);
+
   it("with no compiler found, native is not listed, js is the default, and the log says why", () => {
     const { out, err } = run(["backends"], {
       ...shared,

@@ -325,8 +325,8 @@ static napi_value js_set_threads(napi_env env, napi_callback_info cb) {
   napi_value argv[1];
   NAPI_OK(env, napi_get_cb_info(env, cb, &argc, argv, NULL, NULL), "setThreads");
   int32_t n = 0;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok || n < 1) {
-    return throw_type_error(env, "setThreads(n): n must be an integer >= 1");
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok || n < 0) {
+    return throw_type_error(env, "setThreads(n): n must be an integer >= 0 (0: the default)");
   }
   kiln_set_num_threads(n);
   return NULL;

@@ -72,6 +72,16 @@ typedef struct Frame {
   int64_t nslots;
 } Frame;
 
+/* KILN_GEMM_TRACE=1: one stderr line per GEMM step (its plan), read once per process. */
+static int gemm_trace(void) {
+  static int cached = -1;
+  if (cached < 0) {
+    const char* v = getenv("KILN_GEMM_TRACE");
+    cached = v != NULL && strcmp(v, "1") == 0;
+  }
+  return cached;
+}
+
 static int fail(KilnProgram* p, const char* msg) {
   if (p->error[0] == 0) snprintf(p->error, sizeof p->error, "%s", msg);
   return -1;
@@ -263,7 +273,7 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
           g.epilogue_args = &ea;
         }
         if (p->error[0] != 0) return -1;
-        if (getenv("KILN_GEMM_TRACE") != NULL) {
+        if (gemm_trace()) {
           fprintf(stderr,
                   "[kiln:gemm] batch %lld M %lld N %lld K %lld a(%s%lld,%s%lld,%s%lld) "
                   "b(%s%lld,%s%lld,%s%lld) lim %lld %lld %lld epi %d\n",
