@@ -51,7 +51,7 @@ import { CKernelRenderer, renderLibrary, renderSortKernel } from "./render_c.ts"
 import { compileSharedObjects, nativeStatus, privateTempDir, toolchain } from "./toolchain.ts";
 
 /** Bumped when generated kernels or the program encoding change meaning (cache keys). */
-export const NATIVE_CODEGEN_VERSION = 1;
+export const NATIVE_CODEGEN_VERSION = 2;
 
 /**
  * Flags kernels are built with on top of the toolchain's (part of every kernel key):

@@ -272,13 +272,18 @@ class Encoder {
         }
       }
     }
-    w.push(BigInt(nLeaves), BigInt(c.results.length), BigInt(c.steps.length));
+    // A contraction's epilogue that does not run per tile is its own kernel step after it.
+    const steps = c.steps.flatMap((s): Step[] =>
+      (s.kind === "dot" || s.kind === "conv") && s.epilogue && !s.epilogue.perTile
+        ? [s, { kind: "kernel", call: s.epilogue.call, args: s.epilogue.args }]
+        : [s]);
+    w.push(BigInt(nLeaves), BigInt(c.results.length), BigInt(steps.length));
     const table = (t: readonly number[] | undefined): bigint => {
       if (!t) return -1n;
       tables.push({ at: w.length, table: t });
       return -1n;
     };
-    for (const s of c.steps) {
+    for (const s of steps) {
       const at = w.length;
       this.step(s, c, w, table);
       // Every step: [opcode, step id, ...]; the id goes in after the opcode.
