@@ -150,6 +150,53 @@ export function withMode<T>(m: DispatchMode, fn: () => T): T {
 interface CacheEntry {
   readonly exe: Executable;
   readonly tuple: boolean;
+  /**
+   * The op only re-views one operand's elements (a reshape, a contiguous slice): the result
+   * shares that operand's storage (tensors are immutable), so no kernel runs and nothing is
+   * copied or allocated — as PyTorch's views.
+   */
+  readonly view?: { operand: number; offset: number; dims: readonly number[] };
+}
+
+/**
+ * Whether an op's module is a view of one parameter: reshapes (and contiguous slices) of it
+ * up to the root. A slice is contiguous when every dim after its first partial one is whole
+ * and every dim before it has one element; the view is then a subarray at the slice's start.
+ */
+function viewOf(module: Module): CacheEntry["view"] {
+  const root = module.entry.root;
+  if (root.shape.kind !== "array") return undefined;
+  const dims = root.shape.dims;
+  let i: Instruction = root;
+  let offset = 0;
+  let sliced = false;
+  for (;;) {
+    if (i.opcode === "reshape") {
+      i = i.operands[0]!;
+    } else if (i.opcode === "slice" && !sliced) {
+      const src = i.operands[0]!.shape;
+      if (src.kind !== "array") return undefined;
+      const sl = i.attrs.slice!;
+      let k = sl.length - 1;
+      while (k >= 0 && sl[k]!.start === 0 && sl[k]!.limit === src.dims[k] && sl[k]!.stride === 1) k--;
+      if (k >= 0 && sl[k]!.stride !== 1 && sl[k]!.limit - sl[k]!.start > 1) return undefined;
+      for (let j = 0; j < k; j++) if (sl[j]!.limit - sl[j]!.start !== 1) return undefined;
+      // Reshapes above a slice keep the slice's element order, so the offset is the start's
+      // linear index in the sliced operand, which must itself be the parameter.
+      let stride = 1;
+      for (let j = sl.length - 1; j >= 0; j--) {
+        offset += sl[j]!.start * stride;
+        stride *= src.dims[j]!;
+      }
+      sliced = true;
+      i = i.operands[0]!;
+    } else {
+      break;
+    }
+  }
+  if (i.opcode !== "parameter" || i.shape.kind !== "array") return undefined;
+  if (i.shape.type !== root.shape.type) return undefined;
+  return { operand: i.attrs.parameterNumber ?? 0, offset, dims };
 }
 
 const cache = new Map<string, CacheEntry>();
@@ -316,6 +363,12 @@ function compile(
   if (backend.name !== interpreterBackend.name && worthOptimizing(module)) {
     optimizationPipeline().run(module);
   }
+  const view = tuple ? undefined : viewOf(module);
+  if (view !== undefined && operands[view.operand] instanceof Tensor) {
+    // Still compiled (verified, and run by nothing): a view needs no executable, but keeping
+    // one keeps every entry alike.
+    return { exe: interpreterBackend.compile(module), tuple, view };
+  }
   try {
     return { exe: backend.compile(module, { purpose: "eager" }), tuple };
   } catch (e) {
@@ -345,6 +398,15 @@ export const eagerMode: DispatchMode = {
     }
     cache.set(key, entry);
     evict();
+    const view = entry.view;
+    if (view !== undefined) {
+      const src = (operands[view.operand] as Tensor).realize();
+      const n = view.dims.reduce((a, b) => a * b, 1);
+      const storage = view.offset === 0 && n === src.storage.length
+        ? src.storage
+        : (src.storage.subarray(view.offset, view.offset + n) as Storage);
+      return new Tensor(new ConcreteImpl(src.dtype, view.dims, storage));
+    }
     const out: EvalValue = entry.exe.run(operands.map(operandLiteral));
     if (!entry.tuple) return tensorFromLiteral(single(out));
     if (!Array.isArray(out)) throw new Error(`${op.name}: expected a tuple result`);

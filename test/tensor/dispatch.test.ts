@@ -261,3 +261,47 @@ describe("eager backend", () => {
     expect(opCacheStats().misses).toBe(1);
   });
 });
+
+describe("eager views", () => {
+  const storageOf = (t: ReturnType<typeof tensor>) => t.realize().storage;
+
+  it("a reshape, a flatten or a leading-dim narrow shares the operand's storage, runs no kernel", () => {
+    let compiles = 0;
+    registerBackend({
+      name: "test-views",
+      priority: -10,
+      compile(module) {
+        compiles++;
+        return { ...interpreterBackend.compile(module), backend: "test-views" };
+      },
+    });
+    setEagerBackend("test-views");
+    resetOpCache();
+    const x = tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], { shape: [3, 4] });
+    const r = x.reshape([2, 6]);
+    expect(r.shape).toEqual([2, 6]);
+    expect(r.toArray()).toEqual([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]);
+    expect(storageOf(r)).toBe(storageOf(x));
+    const f = ops.flatten(x.reshape([3, 2, 2]), 1);
+    expect(f.shape).toEqual([3, 4]);
+    expect(storageOf(f).buffer).toBe(storageOf(x).buffer);
+    // Rows 1..2 of [3, 4]: contiguous, a subarray at offset 4.
+    const n = ops.narrow(x, 0, 1, 2);
+    expect(n.toArray()).toEqual([[5, 6, 7, 8], [9, 10, 11, 12]]);
+    expect(storageOf(n).buffer).toBe(storageOf(x).buffer);
+    expect(storageOf(n).byteOffset).toBe(4 * 4);
+    // One row, part of it: still contiguous.
+    const part = ops.narrow(ops.narrow(x, 0, 2, 1), 1, 1, 2);
+    expect(part.toArray()).toEqual([[10, 11]]);
+    expect(storageOf(part).buffer).toBe(storageOf(x).buffer);
+    expect(storageOf(part).byteOffset).toBe(9 * 4);
+    expect(compiles).toBe(0);
+    // A column is not contiguous: computed by a kernel into its own storage.
+    const col = ops.narrow(x, 1, 1, 1);
+    expect(col.toArray()).toEqual([[2], [6], [10]]);
+    expect(storageOf(col).buffer).not.toBe(storageOf(x).buffer);
+    expect(compiles).toBe(1);
+    // A view of a view, then math on it, reads the right elements.
+    expect(ops.narrow(n.reshape([8]), 0, 3, 2).add(100).toArray()).toEqual([108, 109]);
+  });
+});
