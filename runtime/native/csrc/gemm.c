@@ -55,10 +55,7 @@
 #define NR 32
 #define MRS 16 /* A panel: floats per k */
 #ifndef KC_MAX
-#define KC_MAX 512
-#endif
-#ifndef B_BLOCK_BYTES
-#define B_BLOCK_BYTES (1 << 20) /* packed B block: half of the 2 MiB L2 */
+#define KC_MAX 256 /* a packed B panel (KC x NR) of 32 KiB stays in L1 */
 #endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #define KILN_GEMM_AVX2 1
@@ -66,18 +63,14 @@
 #define NR 16
 #define MRS 8
 #define KC_MAX 256
-#define B_BLOCK_BYTES (1 << 19)
 #else
 #define KILN_GEMM_PORTABLE 1
 #define MR 4
 #define NR 8 /* 8 accumulator vectors of 4 lanes: fits the 16 SSE registers */
 #define MRS 4
 #define KC_MAX 256
-#define B_BLOCK_BYTES (1 << 19)
 #endif
 
-/* finished rows are handed to the epilogue in groups of about this many rows */
-#define EPI_ROWS 64
 
 #define KILN_RESTRICT __restrict__
 #define KILN_INLINE static inline __attribute__((always_inline))
@@ -396,44 +389,94 @@ void kiln_pack_axis(const KilnSrc* s, int64_t k0, int64_t kc, int64_t j0, int64_
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------
- * kern(kc, A, B, C, ldc, acc): C[i * ldc + j] (= or +=) sum_k A[k * MRS + i] * B[k * NR + j]
+ * kern(kc, A, B, C, ldc, acc, pf): C[i * ldc + j] (= or +=) sum_k A[k * MRS + i] * B[k * NR + j]
  * for i < MR, j < NR. Within the call each element is an FMA chain in k order from 0; with
- * acc the chain's value is added to C. */
+ * acc the chain's value is added to C. Every second k step the kernel also issues pf->per
+ * software prefetches (into L2) of the next B panel's source lines (see Pf), so that the panel
+ * packed after this one is read from cache while the FMAs run: operands streamed from memory
+ * (the weights of a layer) cost no separate pass. */
+
+/* Lines to prefetch: `left` lines, `lpr` per row, rows `stride` bytes apart, from p. */
+typedef struct Pf {
+  const char* p;
+  int64_t stride;
+  int64_t left;
+  int lpr, line, every, cnt;
+} Pf;
+
+#define PF_STEP(pp, pl, lpr, pst)                       \
+  do {                                                  \
+    __builtin_prefetch((pp) + (pl) * 64, 0, 2);         \
+    if (++(pl) == (lpr)) {                              \
+      (pl) = 0;                                         \
+      (pp) += (pst);                                    \
+    }                                                   \
+  } while (0)
 
 #if KILN_GEMM_AVX512
 
 #define K14_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 
 /* The 14 x 32 kernel, and the same code for fewer rows (2..12) or 16 columns: identical FMA
- * chains per element, so an edge tile computed by a narrower variant has the same values. */
-KILN_INLINE void kern_body(const int rows, const int cols, int64_t kc,
-                           const float* KILN_RESTRICT A, const float* KILN_RESTRICT B,
-                           float* KILN_RESTRICT C, int64_t ldc, int acc) {
+ * chains per element, so an edge tile computed by a narrower variant has the same values.
+ * Packed A (direct = 0): A[k * MRS + i]; direct A: A[i * lda + k], rows read in place (the
+ * operand streamed once: weights of a convolution or of an LM head). */
+KILN_INLINE void kern_body(const int direct, const int rows, const int cols, int64_t kc,
+                           const float* KILN_RESTRICT A, int64_t lda, const float* KILN_RESTRICT B,
+                           float* KILN_RESTRICT C, int64_t ldc, int acc, Pf* pf) {
+  const float* KILN_RESTRICT A7 = A + 7 * lda;
 #define DECL(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
   K14_ROWS(DECL)
 #undef DECL
-#define PF(i)                                                                  \
+#define PFC(i)                                                                 \
   if (rows > i) {                                                              \
     _mm_prefetch((const char*)(C + i * ldc), _MM_HINT_T0);                     \
     if (cols > 16) _mm_prefetch((const char*)(C + i * ldc + 16), _MM_HINT_T0); \
   }
-  K14_ROWS(PF)
-#undef PF
-#define STEP(i)                                                  \
-  if (rows > i) {                                                \
-    const __m512 a = _mm512_set1_ps(A[i]);                       \
-    c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                   \
-    if (cols > 16) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);    \
+  K14_ROWS(PFC)
+#undef PFC
+  const char* pp = pf->p;
+  int64_t pleft = pf->left;
+  int pl = pf->line, cnt = pf->cnt;
+  const int lpr = pf->lpr, every = pf->every;
+  const int64_t pst = pf->stride;
+#define STEP(i)                                                                        \
+  if (rows > i) {                                                                      \
+    const __m512 a =                                                                   \
+        _mm512_set1_ps(direct ? (i < 7 ? A[i * lda] : A7[(i - 7) * lda]) : A[i]);      \
+    c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                                         \
+    if (cols > 16) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);                          \
   }
-#pragma GCC unroll 2
-  for (int64_t k = 0; k < kc; k++) {
-    const __m512 b0 = _mm512_load_ps(B);
-    const __m512 b1 = cols > 16 ? _mm512_load_ps(B + 16) : b0;
-    K14_ROWS(STEP)
-    A += MRS;
-    B += NR;
+#define KSTEP()                                                  \
+  {                                                              \
+    const __m512 b0 = _mm512_load_ps(B);                         \
+    const __m512 b1 = cols > 16 ? _mm512_load_ps(B + 16) : b0;   \
+    K14_ROWS(STEP)                                               \
+    if (direct) {                                                \
+      A++;                                                       \
+      A7++;                                                      \
+    } else {                                                     \
+      A += MRS;                                                  \
+    }                                                            \
+    B += NR;                                                     \
   }
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    if (pleft > 0 && --cnt <= 0) {
+      cnt = every;
+      PF_STEP(pp, pl, lpr, pst);
+      pleft--;
+    }
+    KSTEP()
+    KSTEP()
+  }
+  if (k < kc) KSTEP()
+#undef KSTEP
 #undef STEP
+  pf->p = pp;
+  pf->left = pleft;
+  pf->line = pl;
+  pf->cnt = cnt;
   if (acc) {
 #define ST(i)                                                                                  \
   if (rows > i) {                                                                              \
@@ -454,37 +497,56 @@ KILN_INLINE void kern_body(const int rows, const int cols, int64_t kc,
   }
 }
 
-typedef void (*kern_fn)(int64_t kc, const float* A, const float* B, float* C, int64_t ldc, int acc);
-#define KERN_VARIANT(R, N)                                                                     \
-  static void kern_##R##x##N(int64_t kc, const float* KILN_RESTRICT A,                         \
-                             const float* KILN_RESTRICT B, float* KILN_RESTRICT C, int64_t ldc, \
-                             int acc) {                                                        \
-    kern_body(R, N, kc, A, B, C, ldc, acc);                                                    \
+typedef void (*kern_fn)(int64_t kc, const float* A, int64_t lda, const float* B, float* C,
+                        int64_t ldc, int acc, Pf* pf);
+#define KERN_VARIANT(D, R, N)                                                                  \
+  static void kern_##D##R##x##N(int64_t kc, const float* KILN_RESTRICT A, int64_t lda,         \
+                                const float* KILN_RESTRICT B, float* KILN_RESTRICT C,          \
+                                int64_t ldc, int acc, Pf* pf) {                                \
+    kern_body(D, R, N, kc, A, lda, B, C, ldc, acc, pf);                                        \
   }
-KERN_VARIANT(14, 32) KERN_VARIANT(12, 32) KERN_VARIANT(10, 32) KERN_VARIANT(8, 32)
-KERN_VARIANT(6, 32) KERN_VARIANT(4, 32) KERN_VARIANT(2, 32)
-KERN_VARIANT(14, 16) KERN_VARIANT(12, 16) KERN_VARIANT(10, 16) KERN_VARIANT(8, 16)
-KERN_VARIANT(6, 16) KERN_VARIANT(4, 16) KERN_VARIANT(2, 16)
-static const kern_fn kern_tab[2][7] = {
-    {kern_2x16, kern_4x16, kern_6x16, kern_8x16, kern_10x16, kern_12x16, kern_14x16},
-    {kern_2x32, kern_4x32, kern_6x32, kern_8x32, kern_10x32, kern_12x32, kern_14x32},
-};
-/* the kernel for an mr x nr tile and the tile it computes */
-static inline kern_fn kern_for(int64_t mr, int64_t nr, int64_t* kr, int64_t* kn) {
+#define KERN_VARIANTS(D)                                                                       \
+  KERN_VARIANT(D, 14, 32) KERN_VARIANT(D, 12, 32) KERN_VARIANT(D, 10, 32)                      \
+  KERN_VARIANT(D, 8, 32) KERN_VARIANT(D, 6, 32) KERN_VARIANT(D, 4, 32) KERN_VARIANT(D, 2, 32)  \
+  KERN_VARIANT(D, 14, 16) KERN_VARIANT(D, 12, 16) KERN_VARIANT(D, 10, 16)                      \
+  KERN_VARIANT(D, 8, 16) KERN_VARIANT(D, 6, 16) KERN_VARIANT(D, 4, 16) KERN_VARIANT(D, 2, 16)
+KERN_VARIANTS(0)
+KERN_VARIANTS(1)
+#define KERN_TAB(D)                                                                            \
+  {{kern_##D##2x16, kern_##D##4x16, kern_##D##6x16, kern_##D##8x16, kern_##D##10x16,           \
+    kern_##D##12x16, kern_##D##14x16},                                                         \
+   {kern_##D##2x32, kern_##D##4x32, kern_##D##6x32, kern_##D##8x32, kern_##D##10x32,           \
+    kern_##D##12x32, kern_##D##14x32}}
+static const kern_fn kern_tab[2][2][7] = {KERN_TAB(0), KERN_TAB(1)};
+/* the kernel (packed or direct A) for an mr x nr tile and the tile it computes */
+static inline kern_fn kern_for_a(int direct, int64_t mr, int64_t nr, int64_t* kr, int64_t* kn) {
   const int64_t r = (mr + 1) & ~(int64_t)1;
   *kr = r;
   *kn = nr <= 16 ? 16 : 32;
-  return kern_tab[nr > 16][r / 2 - 1];
+  return kern_tab[direct][nr > 16][r / 2 - 1];
 }
+static inline kern_fn kern_for(int64_t mr, int64_t nr, int64_t* kr, int64_t* kn) {
+  return kern_for_a(0, mr, nr, kr, kn);
+}
+#define KILN_DIRECT_A 1
+/* row panels of a row range: as equal as possible, even sizes (every variant is 2-row
+ * granular and any of 8..14 rows runs the FMA ports at full rate) */
+#define KILN_EVEN_PANELS 1
 #elif KILN_GEMM_AVX2
 
 #define K6_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RESTRICT B,
-                 float* KILN_RESTRICT C, int64_t ldc, int acc) {
+static void kern(int64_t kc, const float* KILN_RESTRICT A, int64_t lda,
+                 const float* KILN_RESTRICT B, float* KILN_RESTRICT C, int64_t ldc, int acc, Pf* pf) {
+  (void)lda; /* packed A only */
 #define DECL(i) __m256 c##i##a = _mm256_setzero_ps(), c##i##b = _mm256_setzero_ps();
   K6_ROWS(DECL)
 #undef DECL
+  const char* pp = pf->p;
+  int64_t pleft = pf->left;
+  int pl = pf->line, cnt = pf->cnt;
+  const int lpr = pf->lpr, every = pf->every;
+  const int64_t pst = pf->stride;
 #define STEP(i)                                   \
   {                                               \
     const __m256 a = _mm256_broadcast_ss(A + i);  \
@@ -492,6 +554,11 @@ static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RES
     c##i##b = _mm256_fmadd_ps(a, b1, c##i##b);    \
   }
   for (int64_t k = 0; k < kc; k++) {
+    if ((k & 1) && pleft > 0 && --cnt <= 0) {
+      cnt = every;
+      PF_STEP(pp, pl, lpr, pst);
+      pleft--;
+    }
     const __m256 b0 = _mm256_load_ps(B);
     const __m256 b1 = _mm256_load_ps(B + 8);
     K6_ROWS(STEP)
@@ -499,6 +566,10 @@ static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RES
     B += NR;
   }
 #undef STEP
+  pf->p = pp;
+  pf->left = pleft;
+  pf->line = pl;
+  pf->cnt = cnt;
   if (acc) {
 #define ST(i)                                                                          \
   _mm256_storeu_ps(C + i * ldc, _mm256_add_ps(_mm256_loadu_ps(C + i * ldc), c##i##a));      \
@@ -516,8 +587,9 @@ static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RES
 
 #else /* portable */
 
-static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RESTRICT B,
-                 float* KILN_RESTRICT C, int64_t ldc, int acc) {
+static void kern(int64_t kc, const float* KILN_RESTRICT A, int64_t lda,
+                 const float* KILN_RESTRICT B, float* KILN_RESTRICT C, int64_t ldc, int acc, Pf* pf) {
+  (void)pf, (void)lda; /* packed A only, no prefetching */
   float c[MR][NR];
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[i][j] = 0.0f;
@@ -541,16 +613,33 @@ static void kern(int64_t kc, const float* KILN_RESTRICT A, const float* KILN_RES
 #endif
 
 #if !KILN_GEMM_AVX512
-typedef void (*kern_fn)(int64_t kc, const float* A, const float* B, float* C, int64_t ldc, int acc);
+typedef void (*kern_fn)(int64_t kc, const float* A, int64_t lda, const float* B, float* C,
+                        int64_t ldc, int acc, Pf* pf);
+#define KILN_DIRECT_A 0
 static inline kern_fn kern_for(int64_t mr, int64_t nr, int64_t* kr, int64_t* kn) {
   (void)mr, (void)nr;
   *kr = MR;
   *kn = NR;
   return kern;
 }
+#define KILN_EVEN_PANELS 0
 #endif
 
-/* ---- the core -------------------------------------------------------------------------------- */
+/* ---- the core --------------------------------------------------------------------------------
+ *
+ * Loop order ("B-stationary", for the short and wide products that models make):
+ *
+ *   for each row chunk (usually all rows: up to ~1 MiB of packed A)
+ *     pack A for the chunk (all of K when it fits, else per K block)
+ *     for each NR-column panel of B (outer) and K block (inner), or K block outer when A is
+ *     packed per block:
+ *       pack the B panel (kc x NR: stays in L1) -- its source was prefetched into L2 by the
+ *       kernels of the previous panel
+ *       for each row panel of the chunk: micro-kernel, C (=, +=) A_panel * B_panel
+ *       finished columns: epilogue (rows of the chunk x >= EPI_COLS columns)
+ *
+ * Every B element is packed once per row chunk (once for M up to ~256-512), each packed B panel
+ * serves all the rows at once, and the packing reads memory that is already in cache. */
 
 /* K blocks: nb = ceil(K / KC_MAX) blocks of kc = ceil(K / nb) (the last one shorter). */
 static inline int64_t k_block(int64_t K) {
@@ -574,22 +663,341 @@ static void store_tile(const KilnOut* out, int64_t r, int64_t c, int64_t mr, int
   }
 }
 
-void kiln_gemm_core(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int64_t K,
-                    int64_t r0, int64_t r1, int64_t c0, int64_t c1, kiln_tile_fn tile_done,
-                    void* tile_ctx) {
-  if (r1 <= r0 || c1 <= c0) return;
-  if (K <= 0) {
-    for (int64_t r = r0; r < r1; r++) {
-      float* row = out->C + axis_off(&out->row, r);
-      if (axis_unit(&out->col))
-        memset(row + c0, 0, (size_t)(c1 - c0) * sizeof(float));
-      else
-        for (int64_t c = c0; c < c1; c++) row[axis_off(&out->col, c)] = 0.0f;
-    }
-    if (tile_done) tile_done(tile_ctx, r0, r1, c0, c1);
+/* The source lines a block's pack will read, for prefetching (axis sources with strides only:
+ * tables are conv images, which are in cache). `slots` prefetch slots are available. */
+static void block_prefetch(const KilnSrc* s, int64_t k0, int64_t kc, int64_t j0, int64_t w,
+                           int64_t slots, Pf* pf) {
+  pf->left = 0;
+  pf->line = 0;
+  pf->every = 1;
+  pf->cnt = 1;
+  pf->lpr = 1;
+  pf->stride = 0;
+  pf->p = NULL;
+  if (s->pack != kiln_pack_axis || s->j.table || s->k.table || w <= 0 || kc <= 0) return;
+  const char* base = (const char*)(s->base + j0 * s->j.stride + k0 * s->k.stride);
+  int64_t rows, run, stride;
+  if (s->j.stride == 1) { /* rows along k, w floats each */
+    rows = kc, run = w, stride = s->k.stride;
+  } else if (s->k.stride == 1) { /* rows along j, kc floats each */
+    rows = w, run = kc, stride = s->j.stride;
+  } else {
     return;
   }
-  const int64_t KC = k_block(K);
+  const int64_t lpr = (run * 4 + 63) / 64 + ((stride * 4) % 64 != 0 || ((uintptr_t)base & 63));
+  const int64_t lines = rows * lpr;
+  int64_t every = lines > 0 ? slots / lines : 1;
+  if (every < 1) every = 1;
+  pf->p = (const char*)((uintptr_t)base & ~(uintptr_t)63);
+  pf->stride = stride * 4;
+  pf->lpr = (int)lpr;
+  pf->every = (int)every;
+  pf->left = lines;
+}
+
+/* Packs the full NR-wide panels of a block from rows with contiguous columns (B row-major),
+ * row by row: each source row's run of nq * NR floats is read once (one TLB miss per row). */
+static void pack_block_rows(const float* src, int64_t ks, int64_t kc, int64_t nq, float* out) {
+  for (int64_t k = 0; k < kc; k++, src += ks) {
+    float* o = out + k * NR;
+    for (int64_t q = 0; q < nq; q++, o += kc * NR) {
+#if KILN_GEMM_AVX512
+      _mm512_store_ps(o, _mm512_loadu_ps(src + q * NR));
+      _mm512_store_ps(o + 16, _mm512_loadu_ps(src + q * NR + 16));
+#else
+      memcpy(o, src + q * NR, NR * sizeof(float));
+#endif
+    }
+  }
+}
+
+#ifndef A_FULL_FLOATS
+#define A_FULL_FLOATS ((int64_t)1 << 18) /* packed A for all of K: 1 MiB */
+#endif
+#ifndef A_BLOCK_FLOATS
+#define A_BLOCK_FLOATS ((int64_t)1 << 17) /* packed A for one K block: 512 KiB */
+#endif
+#ifndef EPI_COLS
+#define EPI_COLS 128 /* finished columns are handed to the epilogue in groups of about this */
+#endif
+#ifndef BLOCK_PANELS
+#define BLOCK_PANELS 4 /* B panels packed together (one pass over each source row) */
+#endif
+#define MAX_PANELS 64
+
+typedef struct Core {
+  const KilnSrc *A, *B;
+  const KilnOut* out;
+  int64_t K, KC, nkb;
+  int64_t c0, c1;
+  /* the row chunk */
+  int64_t m0, mc, np;
+  int64_t pm[MAX_PANELS + 1]; /* panel i: rows [pm[i], pm[i+1]) */
+  int64_t ldc[MAX_PANELS], roff[MAX_PANELS];
+  int rows_ok[MAX_PANELS];
+  int a_full, b_rows;
+  float *Abuf, *Bbuf, *tmp;
+  Pf pf;
+} Core;
+
+/* row panels of [m0, m0 + mc) */
+static void core_panels(Core* c) {
+  const int64_t mc = c->mc;
+  int64_t np = (mc + MR - 1) / MR;
+#if KILN_EVEN_PANELS
+  const int64_t units = (mc + 1) / 2;
+  for (int64_t i = 0; i <= np; i++) {
+    int64_t v = 2 * ((units * i) / np);
+    c->pm[i] = c->m0 + (v < mc ? v : mc);
+  }
+#else
+  for (int64_t i = 0; i <= np; i++) c->pm[i] = c->m0 + (i * MR < mc ? i * MR : mc);
+#endif
+  c->np = np;
+  const KilnOut* out = c->out;
+  for (int64_t i = 0; i < np; i++) {
+    const int64_t m0 = c->pm[i], mr = c->pm[i + 1] - m0;
+    int64_t kr, kn;
+    (void)kern_for(mr, NR, &kr, &kn);
+    int ok = mr == kr;
+    int64_t ldc = 0;
+    if (ok) {
+      if (!out->row.table) {
+        ldc = out->row.stride;
+      } else {
+        const int64_t* t = out->row.table + m0;
+        ldc = mr > 1 ? t[1] - t[0] : 0;
+        for (int64_t q = 2; q < mr && ok; q++) ok = t[q] - t[0] == q * ldc;
+      }
+    }
+    c->rows_ok[i] = ok;
+    c->ldc[i] = ldc;
+    c->roff[i] = axis_off(&out->row, m0);
+  }
+}
+
+static inline float* core_apanel(const Core* c, int64_t kb, int64_t i) {
+  return c->Abuf + ((c->a_full ? kb * c->np : 0) + i) * MRS * c->KC;
+}
+
+static void core_pack_a(Core* c, int64_t kb) {
+  const int64_t k0 = kb * c->KC, kc = c->K - k0 < c->KC ? c->K - k0 : c->KC;
+  for (int64_t i = 0; i < c->np; i++)
+    c->A->pack(c->A, k0, kc, c->pm[i], c->pm[i + 1] - c->pm[i], MRS, core_apanel(c, kb, i));
+}
+
+#define BLOCK_W (BLOCK_PANELS * NR)
+
+/* Packs B block (kb, columns from j0), sets up the prefetch of block (nkb_, nj0) (nj0 < 0:
+ * none) and runs the row panels on each of its panels. */
+static void core_block(Core* c, int64_t kb, int64_t j0, int64_t nkb_, int64_t nj0) {
+  const int64_t k0 = kb * c->KC, kc = c->K - k0 < c->KC ? c->K - k0 : c->KC;
+  const int64_t bw = c->c1 - j0 < BLOCK_W ? c->c1 - j0 : BLOCK_W;
+  const int64_t nq = (bw + NR - 1) / NR;
+  const int acc = kb > 0;
+  const KilnSrc* B = c->B;
+  int64_t q0 = 0;
+  if (c->b_rows) {
+    q0 = bw / NR;
+    pack_block_rows(B->base + j0 + k0 * B->k.stride, B->k.stride, kc, q0, c->Bbuf);
+  }
+  for (int64_t q = q0; q < nq; q++) {
+    const int64_t jq = j0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
+    B->pack(B, k0, kc, jq, w, NR, c->Bbuf + q * kc * NR);
+  }
+  if (nj0 >= 0) {
+    const int64_t nk0 = nkb_ * c->KC, nkc = c->K - nk0 < c->KC ? c->K - nk0 : c->KC;
+    const int64_t nbw = c->c1 - nj0 < BLOCK_W ? c->c1 - nj0 : BLOCK_W;
+    block_prefetch(B, nk0, nkc, nj0, nbw, nq * c->np * (kc / 2), &c->pf);
+  } else {
+    c->pf.left = 0;
+  }
+  const KilnOut* out = c->out;
+  for (int64_t q = 0; q < nq; q++) {
+    const int64_t jq = j0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
+    const float* Bp = c->Bbuf + q * kc * NR;
+    int col_ok = 0;
+    int64_t coff = 0;
+    if (!out->col.table) {
+      col_ok = out->col.stride == 1;
+      coff = jq;
+    } else {
+      const int64_t* t = out->col.table + jq;
+      coff = t[0];
+      col_ok = 1;
+      for (int64_t j = 1; j < w && col_ok; j++) col_ok = t[j] == coff + j;
+    }
+    for (int64_t i = 0; i < c->np; i++) {
+      const int64_t m0 = c->pm[i], mr = c->pm[i + 1] - m0;
+      int64_t kr, kn;
+      const kern_fn kf = kern_for(mr, w, &kr, &kn);
+      const float* Ap = core_apanel(c, kb, i);
+      if (c->rows_ok[i] && col_ok && w == kn) {
+        kf(kc, Ap, 0, Bp, out->C + c->roff[i] + coff, c->ldc[i], acc, &c->pf);
+      } else {
+        kf(kc, Ap, 0, Bp, c->tmp, NR, 0, &c->pf);
+        store_tile(out, m0, jq, mr, w, c->tmp, acc);
+      }
+    }
+  }
+}
+
+#ifndef DIRECT_COLS
+#define DIRECT_COLS BLOCK_W /* at most this many columns: A read in place (see core_direct_a) */
+#endif
+
+#if KILN_DIRECT_A
+/* Few columns (a convolution's late layers, attention P V): A is used only ceil(N / NR) times,
+ * so packing it would cost as much as the FMAs. A's rows are read in place instead (contiguous
+ * along k) and prefetched a row panel ahead; B (all its columns) is packed once. When B for all
+ * of K fits in L2, each row panel runs all K blocks in turn (its rows are then one contiguous
+ * stream); else K blocks are outer. Same FMA chains as the packed path. */
+#ifndef DIRECT_B_FLOATS
+#define DIRECT_B_FLOATS ((int64_t)160 << 10) /* B packed for all of K: 640 KiB */
+#endif
+
+/* prefetch plan for rows [m0, m0 + rows) of A, contraction [k0, k0 + kc) */
+static void direct_prefetch(const Core* c, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                            int64_t slots, Pf* pf) {
+  const int64_t lda = c->A->j.stride;
+  const char* base = (const char*)(c->A->base + m0 * lda + k0);
+  pf->line = 0, pf->cnt = 1;
+  if (lda == kc) { /* one contiguous run */
+    pf->lpr = 1, pf->stride = 64;
+    pf->left = (rows * kc * 4 + 63) / 64 + 1;
+  } else {
+    pf->lpr = (int)((kc * 4 + 63) / 64 + 1), pf->stride = lda * 4;
+    pf->left = rows * pf->lpr;
+  }
+  pf->p = (const char*)((uintptr_t)base & ~(uintptr_t)63);
+  pf->every = (int)(slots / pf->left > 1 ? slots / pf->left : 1);
+}
+
+/* row panel i, K block kb, against the packed B of that block at Bk */
+static void direct_panel(Core* c, int64_t i, int64_t kb, const float* Bk) {
+  const KilnSrc* A = c->A;
+  const KilnOut* out = c->out;
+  const int64_t lda = A->j.stride, k0 = kb * c->KC, kc = c->K - k0 < c->KC ? c->K - k0 : c->KC;
+  const int64_t m0 = c->pm[i], mr = c->pm[i + 1] - m0;
+  const int acc = kb > 0;
+  int64_t kr, kn;
+  (void)kern_for(mr, NR, &kr, &kn);
+  const int direct = kr == mr; /* an odd last panel would read a row past A: packed */
+  const float* Ap = A->base + m0 * lda + k0;
+  if (!direct) {
+    A->pack(A, k0, kc, m0, mr, MRS, c->Abuf);
+    Ap = c->Abuf;
+  }
+  const int64_t nq = (c->c1 - c->c0 + NR - 1) / NR;
+  for (int64_t q = 0; q < nq; q++) {
+    const int64_t jq = c->c0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
+    const float* Bp = Bk + q * kc * NR;
+    int col_ok = 0;
+    int64_t coff = 0;
+    if (!out->col.table) {
+      col_ok = out->col.stride == 1;
+      coff = jq;
+    } else {
+      const int64_t* t = out->col.table + jq;
+      coff = t[0];
+      col_ok = 1;
+      for (int64_t j = 1; j < w && col_ok; j++) col_ok = t[j] == coff + j;
+    }
+    const kern_fn kf = kern_for_a(direct, mr, w, &kr, &kn);
+    if (c->rows_ok[i] && col_ok && w == kn) {
+      kf(kc, Ap, lda, Bp, out->C + c->roff[i] + coff, c->ldc[i], acc, &c->pf);
+    } else {
+      kf(kc, Ap, lda, Bp, c->tmp, NR, 0, &c->pf);
+      store_tile(out, m0, jq, mr, w, c->tmp, acc);
+    }
+  }
+}
+
+static void core_direct_a(Core* c, int panel_major, kiln_tile_fn tile_done, void* tile_ctx) {
+  const int64_t nq = (c->c1 - c->c0 + NR - 1) / NR;
+  const int64_t bstride = c->KC * nq * NR; /* floats per K block of packed B */
+  for (int64_t kb = 0; kb < c->nkb; kb++) {
+    if (!panel_major && kb > 0) break;
+    for (int64_t b = panel_major ? kb : 0; b <= (panel_major ? kb : 0); b++) {
+      const int64_t k0 = b * c->KC, kc = c->K - k0 < c->KC ? c->K - k0 : c->KC;
+      for (int64_t q = 0; q < nq; q++) {
+        const int64_t jq = c->c0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
+        c->B->pack(c->B, k0, kc, jq, w, NR, c->Bbuf + b * bstride + q * kc * NR);
+      }
+    }
+  }
+  int64_t epi_from = c->m0;
+  if (panel_major) {
+    /* B for all of K is packed: each row panel runs its whole contraction */
+    for (int64_t i = 0; i < c->np; i++) {
+      if (i + 1 < c->np)
+        direct_prefetch(c, c->pm[i + 1], c->pm[i + 2] - c->pm[i + 1], 0, c->K,
+                        c->nkb * nq * (c->KC / 2), &c->pf);
+      else
+        c->pf.left = 0;
+      for (int64_t kb = 0; kb < c->nkb; kb++) direct_panel(c, i, kb, c->Bbuf + kb * bstride);
+      const int64_t me = c->pm[i + 1];
+      if (tile_done && (me - epi_from >= 64 || i + 1 == c->np)) {
+        tile_done(tile_ctx, epi_from, me, c->c0, c->c1);
+        epi_from = me;
+      }
+    }
+    return;
+  }
+  for (int64_t kb = 0; kb < c->nkb; kb++) {
+    const int64_t k0 = kb * c->KC, kc = c->K - k0 < c->KC ? c->K - k0 : c->KC;
+    if (kb > 0)
+      for (int64_t q = 0; q < nq; q++) {
+        const int64_t jq = c->c0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
+        c->B->pack(c->B, k0, kc, jq, w, NR, c->Bbuf + q * kc * NR);
+      }
+    for (int64_t i = 0; i < c->np; i++) {
+      /* prefetch the rows of the next panel (or of the first, for the next K block) */
+      int64_t ni = i + 1, nk0 = k0;
+      if (ni == c->np) ni = 0, nk0 = k0 + c->KC;
+      if (nk0 < c->K)
+        direct_prefetch(c, c->pm[ni], c->pm[ni + 1] - c->pm[ni], nk0,
+                        c->K - nk0 < c->KC ? c->K - nk0 : c->KC, nq * (kc / 2), &c->pf);
+      else
+        c->pf.left = 0;
+      direct_panel(c, i, kb, c->Bbuf);
+      const int64_t me = c->pm[i + 1];
+      if (kb + 1 == c->nkb && tile_done && (me - epi_from >= 64 || i + 1 == c->np)) {
+        tile_done(tile_ctx, epi_from, me, c->c0, c->c1);
+        epi_from = me;
+      }
+    }
+  }
+}
+#endif
+
+/* ---- the large core (A-stationary, GotoBLAS order) ----------------------------------------------
+ * For products with many rows and columns (square matrices of 512 and up), where packed A for
+ * all rows does not fit in L2: B is packed in blocks of ~1 MiB (KC_LARGE x NC, kept in L2) and
+ * each MR-row panel of A is packed once per block and streamed through the whole block. The
+ * B-stationary core above re-reads B once per row chunk and C once per K block; here C is read
+ * once per K block of KC_LARGE (twice as deep), which measured 8-12% faster at 1024. */
+#ifndef KC_LARGE
+#if KILN_GEMM_AVX512
+#define KC_LARGE 512
+#else
+#define KC_LARGE 256
+#endif
+#endif
+#ifndef B_BLOCK_BYTES
+#define B_BLOCK_BYTES (1 << 20)
+#endif
+#define EPI_ROWS 64
+#define LARGE_ROWS 512 /* rows, columns and depth at least this: the large core */
+
+static void core_large(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int64_t K,
+                       int64_t r0, int64_t r1, int64_t c0, int64_t c1, kiln_tile_fn tile_done,
+                       void* tile_ctx) {
+  int64_t KC = K;
+  if (K > KC_LARGE) {
+    const int64_t nb = (K + KC_LARGE - 1) / KC_LARGE;
+    KC = ((K + nb - 1) / nb + 7) & ~(int64_t)7;
+  }
   const int64_t ncols = c1 - c0;
   int64_t nc_max = (B_BLOCK_BYTES / (int64_t)sizeof(float) / KC) / NR * NR;
   if (nc_max < 4 * NR) nc_max = 4 * NR;
@@ -599,6 +1007,8 @@ void kiln_gemm_core(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int6
   float* Abuf = kiln_scratch(1, (size_t)(KC * MRS + 64));
   float* tmp = kiln_scratch(2, (size_t)(MR * NR));
   if (!Bbuf || !Abuf || !tmp) abort();
+  Pf pf;
+  pf.left = 0, pf.p = NULL, pf.stride = 0, pf.lpr = 1, pf.line = 0, pf.every = 1, pf.cnt = 1;
   for (int64_t n0 = c0; n0 < c1; n0 += NC) {
     const int64_t nc = c1 - n0 < NC ? c1 - n0 : NC;
     const int64_t npan = (nc + NR - 1) / NR;
@@ -648,9 +1058,9 @@ void kiln_gemm_core(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int6
             }
           }
           if (direct) {
-            kf(kc, Abuf, Bp, out->C + roff + coff, ldc, acc);
+            kf(kc, Abuf, 0, Bp, out->C + roff + coff, ldc, acc, &pf);
           } else {
-            kf(kc, Abuf, Bp, tmp, NR, 0);
+            kf(kc, Abuf, 0, Bp, tmp, NR, 0, &pf);
             store_tile(out, m0, j0, mr, nr, tmp, acc);
           }
         }
@@ -662,6 +1072,233 @@ void kiln_gemm_core(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int6
     }
   }
 }
+
+void kiln_gemm_core(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, int64_t K,
+                    int64_t r0, int64_t r1, int64_t c0, int64_t c1, kiln_tile_fn tile_done,
+                    void* tile_ctx) {
+  if (r1 <= r0 || c1 <= c0) return;
+  if (K <= 0) {
+    for (int64_t r = r0; r < r1; r++) {
+      float* row = out->C + axis_off(&out->row, r);
+      if (axis_unit(&out->col))
+        memset(row + c0, 0, (size_t)(c1 - c0) * sizeof(float));
+      else
+        for (int64_t c = c0; c < c1; c++) row[axis_off(&out->col, c)] = 0.0f;
+    }
+    if (tile_done) tile_done(tile_ctx, r0, r1, c0, c1);
+    return;
+  }
+  Core c;
+  c.A = A, c.B = B, c.out = out, c.K = K, c.c0 = c0, c.c1 = c1;
+  c.KC = k_block(K);
+  c.nkb = (K + c.KC - 1) / c.KC;
+  c.b_rows = B->pack == kiln_pack_axis && axis_unit(&B->j) && !B->k.table;
+  const int64_t rows = r1 - r0;
+#if KILN_DIRECT_A
+  if (A->pack == kiln_pack_axis && !A->j.table && !A->k.table && A->k.stride == 1 &&
+      A->j.stride >= K && c1 - c0 <= DIRECT_COLS && rows >= 2 * MR) {
+    const int64_t bw = (c1 - c0 + NR - 1) / NR * NR;
+    const int panel_major = c.nkb * c.KC * bw <= DIRECT_B_FLOATS;
+    c.Bbuf = kiln_scratch(0, (size_t)(c.KC * bw * (panel_major ? c.nkb : 1)));
+    c.Abuf = kiln_scratch(1, (size_t)(MRS * c.KC + 64));
+    c.tmp = kiln_scratch(2, (size_t)(MR * NR));
+    if (!c.Abuf || !c.Bbuf || !c.tmp) abort();
+    c.a_full = 0;
+    c.pf.left = 0;
+    for (c.m0 = r0; c.m0 < r1; c.m0 += MAX_PANELS * MR) {
+      c.mc = r1 - c.m0 < MAX_PANELS * MR ? r1 - c.m0 : MAX_PANELS * MR;
+      core_panels(&c);
+      core_direct_a(&c, panel_major, tile_done, tile_ctx);
+    }
+    return;
+  }
+#endif
+  if (rows >= LARGE_ROWS && c1 - c0 >= LARGE_ROWS && K >= LARGE_ROWS) {
+    core_large(A, B, out, K, r0, r1, c0, c1, tile_done, tile_ctx);
+    return;
+  }
+  /* row chunks: all rows with A packed for all of K when that fits, else balanced chunks of
+   * up to ~512 KiB of packed A per K block */
+  int64_t MC;
+  int a_full;
+  if (rows * K <= A_FULL_FLOATS && rows <= MAX_PANELS * MR) {
+    MC = rows, a_full = 1;
+  } else {
+    int64_t mc_max = A_BLOCK_FLOATS / c.KC;
+    if (mc_max > 32 * MR) mc_max = 32 * MR;
+    if (mc_max < MR) mc_max = MR;
+    const int64_t nmc = (rows + mc_max - 1) / mc_max;
+    MC = (rows + nmc - 1) / nmc;
+    MC = (MC + MR - 1) / MR * MR;
+    a_full = MC * K <= A_FULL_FLOATS;
+  }
+  c.a_full = a_full;
+  const int64_t np_max = (MC + MR - 1) / MR;
+  c.Abuf = kiln_scratch(1, (size_t)(np_max * MRS * c.KC * (a_full ? c.nkb : 1) + 64));
+  c.Bbuf = kiln_scratch(0, (size_t)(c.KC * BLOCK_W));
+  c.tmp = kiln_scratch(2, (size_t)(MR * NR));
+  if (!c.Abuf || !c.Bbuf || !c.tmp) abort();
+  c.pf.left = 0;
+  const int64_t nblk = (c1 - c0 + BLOCK_W - 1) / BLOCK_W;
+  for (c.m0 = r0; c.m0 < r1; c.m0 += MC) {
+    c.mc = r1 - c.m0 < MC ? r1 - c.m0 : MC;
+    core_panels(&c);
+    const int last_chunk = c.m0 + MC >= r1;
+    int64_t epi_from = c0;
+    if (a_full) {
+      for (int64_t kb = 0; kb < c.nkb; kb++) core_pack_a(&c, kb);
+      /* block outer, K block inner: a block's columns are final after its last K block */
+      for (int64_t b = 0; b < nblk; b++) {
+        const int64_t j0 = c0 + b * BLOCK_W;
+        for (int64_t kb = 0; kb < c.nkb; kb++) {
+          int64_t nkb_ = kb + 1, nj0 = j0;
+          if (nkb_ == c.nkb) nkb_ = 0, nj0 = b + 1 < nblk ? j0 + BLOCK_W : (last_chunk ? -1 : c0);
+          core_block(&c, kb, j0, nkb_, nj0);
+        }
+        const int64_t je = j0 + BLOCK_W < c1 ? j0 + BLOCK_W : c1;
+        if (tile_done && (je - epi_from >= EPI_COLS || je >= c1)) {
+          tile_done(tile_ctx, c.m0, c.m0 + c.mc, epi_from, je);
+          epi_from = je;
+        }
+      }
+    } else {
+      /* K block outer: B is read once per row chunk, C accumulates over the blocks */
+      for (int64_t kb = 0; kb < c.nkb; kb++) {
+        core_pack_a(&c, kb);
+        const int lastk = kb + 1 == c.nkb;
+        for (int64_t b = 0; b < nblk; b++) {
+          const int64_t j0 = c0 + b * BLOCK_W;
+          int64_t nkb_ = kb, nj0 = j0 + BLOCK_W;
+          if (b + 1 == nblk) nkb_ = kb + 1, nj0 = c0;
+          if (nkb_ == c.nkb) nkb_ = 0, nj0 = last_chunk ? -1 : c0;
+          core_block(&c, kb, j0, nkb_, nj0);
+          const int64_t je = j0 + BLOCK_W < c1 ? j0 + BLOCK_W : c1;
+          if (lastk && tile_done && (je - epi_from >= EPI_COLS || je >= c1)) {
+            tile_done(tile_ctx, c.m0, c.m0 + c.mc, epi_from, je);
+            epi_from = je;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- B transposed (x @ W^T with W [N][K] row-major: the LM head) ---------------------------------
+ * Roles swapped: C^T = W X^T. The big operand W is never packed: the kernel broadcasts its
+ * elements straight from 14 consecutive rows (contiguous along k, prefetched a group ahead as
+ * one contiguous run), X^T is packed once per call into NR-column panels (m), and each 14 x NR
+ * tile of C^T is transposed in registers on its way to C. The K blocking and the per-element
+ * FMA chains are those of the packed core (blocks summed into the tile in order), so the values
+ * are the same as the core's. AVX-512 only. */
+#if KILN_GEMM_AVX512
+#define DIRECT_ROWS 14
+
+/* o[0, n) = src[0, n) */
+static inline void copy_row(float* KILN_RESTRICT o, const float* KILN_RESTRICT src, int64_t n) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(o + j, _mm512_loadu_ps(src + j));
+  if (j < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(o + j, m, _mm512_maskz_loadu_ps(m, src + j));
+  }
+}
+
+/* S[(m0 + j) * lds + i] = t[i * NR + j] for i < nr (<= 16), j < mw (<= NR): two 16 x 16
+ * in-register transposes */
+static void store_transposed(const float* t, int64_t nr, int64_t mw, float* S, int64_t lds) {
+  const __mmask16 m = (__mmask16)((1u << nr) - 1);
+  for (int64_t h = 0; h < mw; h += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) r[i] = i < nr ? _mm512_load_ps(t + i * NR + h) : _mm512_setzero_ps();
+    tr16x16(r);
+    const int64_t n = mw - h < 16 ? mw - h : 16;
+    for (int64_t j = 0; j < n; j++) _mm512_mask_storeu_ps(S + (h + j) * lds, m, r[j]);
+  }
+}
+
+/* column groups staged (transposed, in cache) before C's rows are written contiguously */
+#define DIRECT_STAGE (16 * DIRECT_ROWS)
+
+/* C rows [0, m) (row stride ldc), columns [n0, n1): C[r][n] = sum_k X(r, k) W[n * lda + k].
+ * Calls tile_done on finished column groups. */
+static void gemm_direct_bt(const KilnSrc* X, int64_t m, const float* W, int64_t lda, int64_t K,
+                           float* C, int64_t ldc, int64_t n0, int64_t n1, kiln_tile_fn tile_done,
+                           void* tile_ctx) {
+  const int64_t KC = k_block(K), nkb = (K + KC - 1) / KC;
+  const int64_t nmp = (m + NR - 1) / NR;
+  /* X^T panels: [kb][q] of KC x NR */
+  float* xp = kiln_scratch(1, (size_t)(nkb * nmp * KC * NR + 64));
+  float* tmp = kiln_scratch(2, (size_t)(nmp * DIRECT_ROWS * NR + DIRECT_ROWS * K +
+                                        nmp * NR * DIRECT_STAGE + 64));
+  if (!xp || !tmp) abort();
+  float* pad = tmp + nmp * DIRECT_ROWS * NR;
+  float* stage = pad + DIRECT_ROWS * K;
+  for (int64_t kb = 0; kb < nkb; kb++) {
+    const int64_t k0 = kb * KC, kc = K - k0 < KC ? K - k0 : KC;
+    for (int64_t q = 0; q < nmp; q++) {
+      const int64_t w = m - q * NR < NR ? m - q * NR : NR;
+      X->pack(X, k0, kc, q * NR, w, NR, xp + (kb * nmp + q) * KC * NR);
+    }
+  }
+  Pf pf;
+  memset(&pf, 0, sizeof pf);
+  int64_t s0 = n0; /* first column of the stage */
+  for (int64_t g0 = n0; g0 < n1; g0 += DIRECT_ROWS) {
+    const int64_t nr = n1 - g0 < DIRECT_ROWS ? n1 - g0 : DIRECT_ROWS;
+    const float* A = W + g0 * lda;
+    int64_t la = lda;
+    if (nr < DIRECT_ROWS) { /* last group: rows copied into a zero-padded block */
+      memset(pad, 0, (size_t)(DIRECT_ROWS * K) * sizeof(float));
+      for (int64_t i = 0; i < nr; i++) memcpy(pad + i * K, A + i * lda, (size_t)K * sizeof(float));
+      A = pad, la = K;
+    }
+    /* prefetch the next group's rows */
+    const int64_t ng = g0 + DIRECT_ROWS;
+    if (ng < n1) {
+      const int64_t rows = n1 - ng < DIRECT_ROWS ? n1 - ng : DIRECT_ROWS;
+      const char* base = (const char*)(W + ng * lda);
+      int64_t lpr, stride;
+      if (lda == K) { /* one contiguous run */
+        lpr = 1, stride = 64;
+        pf.left = (rows * K * 4 + 63) / 64 + 1;
+      } else {
+        lpr = (K * 4 + 63) / 64 + 1, stride = lda * 4;
+        pf.left = rows * lpr;
+      }
+      pf.p = (const char*)((uintptr_t)base & ~(uintptr_t)63);
+      pf.stride = stride, pf.lpr = (int)lpr, pf.line = 0, pf.cnt = 1;
+      const int64_t slots = nkb * nmp * (KC / 2);
+      pf.every = (int)(slots / pf.left > 1 ? slots / pf.left : 1);
+    } else {
+      pf.left = 0;
+    }
+    for (int64_t kb = 0; kb < nkb; kb++) {
+      const int64_t k0 = kb * KC, kc = K - k0 < KC ? K - k0 : KC;
+      for (int64_t q = 0; q < nmp; q++) {
+        const int64_t w = m - q * NR < NR ? m - q * NR : NR;
+        const float* Bp = xp + (kb * nmp + q) * KC * NR;
+        float* t = tmp + q * DIRECT_ROWS * NR;
+        if (w > 16)
+          kern_114x32(kc, A + k0, la, Bp, t, NR, kb > 0, &pf);
+        else
+          kern_114x16(kc, A + k0, la, Bp, t, NR, kb > 0, &pf);
+      }
+    }
+    for (int64_t q = 0; q < nmp; q++) {
+      const int64_t w = m - q * NR < NR ? m - q * NR : NR;
+      store_transposed(tmp + q * DIRECT_ROWS * NR, nr, w, stage + q * NR * DIRECT_STAGE + (g0 - s0),
+                       DIRECT_STAGE);
+    }
+    const int64_t ge = g0 + nr;
+    if (ge - s0 + DIRECT_ROWS > DIRECT_STAGE || ge >= n1) { /* flush the stage into C */
+      const int64_t sw = ge - s0;
+      for (int64_t r = 0; r < m; r++) copy_row(C + r * ldc + s0, stage + r * DIRECT_STAGE, sw);
+      if (tile_done) tile_done(tile_ctx, 0, m, s0, ge);
+      s0 = ge;
+    }
+  }
+}
+#endif
 
 /* ---- GEMV (one row or one column) --------------------------------------------------------------
  * y[j] = sum_k x[k] * M(k, j), j in [j0, j1):
@@ -921,6 +1558,7 @@ typedef struct GemmJob {
   int mode;           /* 0 packed core, 1 gemv over n (M == 1), 2 gemv over m (N == 1),
                          3 few-row gemv over n (2 <= M <= GEMV_ROWS_MAX, B rows contiguous) */
   int gemv_dot;       /* gemv: dot form (else axpy form) */
+  int direct;         /* packed: B transposed, run by gemm_direct_bt (columns split only) */
   int64_t tm, tn;     /* packed: parts per matrix along rows and columns */
   int64_t parts;      /* gemv: parts per matrix */
 } GemmJob;
@@ -953,6 +1591,13 @@ static void gemm_packed_task(const GemmJob* j, int64_t b, int64_t im, int64_t in
   KilnSrc B = {kiln_pack_axis, g->B + axis_off(&g->b_batch, b), g->b_n, g->b_k, NULL, 0};
   KilnOut out = {g->C + b * g->M * g->N, {NULL, g->N}, {NULL, 1}};
   TileCtx t = {g, b * g->M};
+#if KILN_GEMM_AVX512
+  if (j->direct) {
+    gemm_direct_bt(&A, rb, B.base, g->b_n.stride, g->k_lim, out.C, g->N, ca, cb,
+                   g->epilogue ? gemm_tile_done : NULL, &t);
+    return;
+  }
+#endif
   kiln_gemm_core(&A, &B, &out, g->k_lim, ra, rb, ca, cb, g->epilogue ? gemm_tile_done : NULL, &t);
 }
 
@@ -1034,6 +1679,12 @@ void kiln_sgemm(const KilnGemm* g) {
   } else if (m <= GEMV_ROWS_MAX && K > 0 && axis_unit(&g->b_n) && n >= 64) {
     j.mode = 3;
   }
+#if KILN_GEMM_AVX512
+  /* B transposed with long contraction rows and many columns (x @ W^T): W read in place */
+  if (!j.mode && !g->b_n.table && !g->b_k.table && g->b_k.stride == 1 && g->b_n.stride >= K &&
+      K >= 256 && m * K <= A_FULL_FLOATS && n >= 4 * NR)
+    j.direct = 1;
+#endif
   const int threads = kiln_pool_threads();
   const double flops = 2.0 * (double)batch * (double)m * (double)n * (double)(K > 0 ? K : 1);
   int64_t units;
@@ -1059,6 +1710,7 @@ void kiln_sgemm(const KilnGemm* g) {
           if (f % tm) continue;
           int64_t tn = f / tm;
           if ((m + MR - 1) / MR < tm || (n + NR - 1) / NR < tn) continue;
+          if (j.direct && tm > 1) continue;
           double cost = (double)tm * (double)n + (double)tn * (double)m;
           if (best < 0 || cost < best) best = cost, best_tm = tm, best_tn = tn;
         }

@@ -9,6 +9,9 @@
 #   test/run.sh math     exhaustive kiln_math accuracy over all 2^32 inputs, native and
 #                        portable builds (several minutes each), plus ns/element vs libm
 #   test/run.sh bench    the full benchmarks
+#   test/run.sh bench models [what] [reps]
+#                        the GEMM and convolution calls of GPT-2 small and ResNet-18 as the
+#                        models make them (see bench_models.c)
 #
 # Environment: CC (default cc), KILN_TEST_OUT (build folder, default a temporary one).
 set -uo pipefail
@@ -56,6 +59,14 @@ if [ "$MODE" = math ]; then
   step "exhaustive math, portable (no FMA)" "$OUT/test_math_portable"
   step "math ns/element vs libm" "$OUT/test_math_native" bench
   echo "run.sh math: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit
+fi
+
+if [ "$MODE" = bench ] && [ "${2:-}" = models ]; then
+  step "build bench_models" build bench_models $NATIVE -- test/bench_models.c $LIB
+  step "bench models" "$OUT/bench_models" "${@:3}"
+  echo "run.sh bench models: $passed passed, $failed failed"
   [ "$failed" = 0 ]
   exit
 fi

@@ -94,11 +94,41 @@ static void epilogue(const KilnArgs* a, int64_t r0, int64_t r1, int64_t c0, int6
   }
 }
 
+static int run_ops(Operand* Ap, Operand* Bp, int64_t batch, int64_t M, int64_t N, int64_t K,
+                   int64_t m_lim, int64_t n_lim, int64_t k_lim, int with_epi, int verbose);
+
 static int run_case(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t m_lim, int64_t n_lim,
                     int64_t k_lim, int with_epi, int allow_tables, int verbose) {
   Operand A, B;
   make_operand(&A, batch, M, K, allow_tables);
   make_operand(&B, batch, K, N, allow_tables);
+  return run_ops(&A, &B, batch, M, N, K, m_lim, n_lim, k_lim, with_epi, verbose);
+}
+
+/* Operands with the given strides (batch, rows, cols), as the models' plans send them. */
+static void strided_operand(Operand* op, int64_t d0, int64_t d1, int64_t d2, const int64_t* st) {
+  int64_t span = 1 + (d0 - 1) * st[0] + (d1 - 1) * st[1] + (d2 - 1) * st[2];
+  op->len = span + 16;
+  op->buf = (float*)xalloc((size_t)op->len * sizeof(float));
+  for (int64_t i = 0; i < op->len; i++) op->buf[i] = rng_float();
+  for (int d = 0; d < 3; d++) {
+    op->tables[d] = NULL;
+    op->ax[d].table = NULL;
+    op->ax[d].stride = st[d];
+  }
+}
+
+static int run_strided(int64_t batch, int64_t M, int64_t N, int64_t K, const int64_t* as,
+                       const int64_t* bs, int64_t m_lim, int64_t n_lim, int with_epi) {
+  Operand A, B;
+  strided_operand(&A, batch, M, K, as);
+  strided_operand(&B, batch, K, N, bs);
+  return run_ops(&A, &B, batch, M, N, K, m_lim, n_lim, K, with_epi, 1);
+}
+
+static int run_ops(Operand* Ap, Operand* Bp, int64_t batch, int64_t M, int64_t N, int64_t K,
+                   int64_t m_lim, int64_t n_lim, int64_t k_lim, int with_epi, int verbose) {
+  Operand A = *Ap, B = *Bp;
   const int64_t csize = batch * M * N;
   float* C = (float*)xalloc((size_t)(csize + 1) * sizeof(float));
   float* C1 = (float*)xalloc((size_t)(csize + 1) * sizeof(float));
@@ -193,6 +223,32 @@ int main(int argc, char** argv) {
   run_case(1, 5, 300, 77, 5, 290, 77, 1, 1, 0);      /* few-row GEMV */
   run_case(2, 16, 700, 40, 13, 700, 39, 1, 1, 0);
   run_case(1, 8, 64, 600, 8, 64, 600, 1, 1, 0);
+  /* the GPT-2 small calls (seq 128) with their plans' strides, and their edges */
+  {
+    const int64_t a768[3] = {0, 768, 1}, a3072[3] = {0, 3072, 1};
+    const int64_t b2304[3] = {0, 2304, 1}, b768[3] = {0, 768, 1}, bT[3] = {0, 1, 768};
+    run_strided(1, 128, 2304, 768, a768, b2304, 128, 2304, 1);  /* qkv */
+    run_strided(1, 128, 768, 3072, a3072, b768, 128, 768, 0);   /* MLP down */
+    run_strided(1, 128, 3000, 768, a768, bT, 128, 3000, 1);     /* LM head (B transposed) */
+    run_strided(1, 1, 3000, 768, a768, bT, 1, 3000, 1);         /* its GEMV */
+    run_strided(1, 1, 2304, 768, a768, b2304, 1, 2304, 1);
+    const int64_t qa[3] = {64, 768, 1}, qb[3] = {64, 1, 768};  /* Q K^T per head */
+    run_strided(12, 128, 128, 64, qa, qb, 128, 128, 0);
+    const int64_t pa[3] = {16384, 128, 1}, pb[3] = {64, 768, 1}; /* P V */
+    run_strided(12, 128, 64, 128, pa, pb, 128, 64, 0);
+    run_strided(12, 1, 128, 64, qa, qb, 1, 128, 0);
+    /* B transposed, read in place: odd row counts, column groups, limits, padded rows */
+    const int64_t bTp[3] = {0, 1, 301};
+    const int64_t a300[3] = {0, 300, 1};
+    run_strided(1, 2, 150, 300, a300, bTp, 2, 150, 1);
+    run_strided(1, 17, 301, 300, a300, bTp, 15, 299, 1);
+    run_strided(1, 33, 129, 300, a300, bTp, 33, 129, 1);
+    run_strided(2, 45, 200, 300, (const int64_t[3]){45 * 300, 300, 1}, (const int64_t[3]){200 * 301, 1, 301}, 41, 187, 1);
+    run_strided(1, 129, 140, 513, (const int64_t[3]){0, 513, 1}, (const int64_t[3]){0, 1, 520}, 129, 140, 1);
+    /* the packed core: odd rows, a 16-column last panel, a partial block, K-block-outer order */
+    run_strided(1, 127, 785, 700, (const int64_t[3]){0, 700, 1}, (const int64_t[3]){0, 800, 1}, 127, 785, 1);
+    run_strided(1, 300, 100, 1000, (const int64_t[3]){0, 1000, 1}, (const int64_t[3]){0, 100, 1}, 299, 97, 1);
+  }
   /* large: several K blocks, several N blocks, thread splits */
   run_case(1, 300, 1100, 1100, 300, 1100, 1100, 1, 0, 1);
   run_case(1, 611, 257, 600, 600, 250, 599, 1, 1, 1);
