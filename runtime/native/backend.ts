@@ -20,7 +20,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { EvalValue } from "../../ir/evaluate.ts";
-import { elementInfo } from "../../ir/element_types.ts";
+import { ELEMENT_TYPE_INFO, elementInfo } from "../../ir/element_types.ts";
 import { Literal, type LiteralData } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { isDynamic, type Shape, shapeToString } from "../../ir/shape.ts";
@@ -51,7 +51,7 @@ import { CKernelRenderer, renderLibrary, renderSortKernel } from "./render_c.ts"
 import { compileSharedObjects, nativeStatus, privateTempDir, toolchain } from "./toolchain.ts";
 
 /** Bumped when generated kernels or the program encoding change meaning (cache keys). */
-export const NATIVE_CODEGEN_VERSION = 2;
+export const NATIVE_CODEGEN_VERSION = 3;
 
 /**
  * Flags kernels are built with on top of the toolchain's (part of every kernel key):
@@ -492,6 +492,9 @@ function serializeNative(exe: Executable): Uint8Array {
     fns: s.fns,
     consts,
     steps: s.steps,
+    // The signature, so that a load checks arguments without decoding the stored module.
+    params: exe.module.entry.parameters.map((p) => p.shape),
+    root: exe.module.entry.root.shape,
   };
   const metaBytes = new TextEncoder().encode(JSON.stringify(meta));
   const code = new Uint8Array(s.code.buffer, s.code.byteOffset, s.code.byteLength);
@@ -516,6 +519,21 @@ const TYPED: Record<string, new (b: ArrayBuffer) => ArrayBufferView> = {
   BigInt64Array,
   Uint8Array,
 };
+
+/** A shape as JSON.stringify wrote it (a stored signature). */
+function isShape(v: unknown, depth = 0): boolean {
+  if (typeof v !== "object" || v === null || depth > 64) return false;
+  const o = v as Record<string, unknown>;
+  if (o["kind"] === "tuple") {
+    return Array.isArray(o["elements"]) && o["elements"].every((e) => isShape(e, depth + 1));
+  }
+  const dims = o["dims"], dynamic = o["dynamic"], layout = o["layout"];
+  return o["kind"] === "array" && typeof o["type"] === "string" && Object.hasOwn(ELEMENT_TYPE_INFO, o["type"]) &&
+    Array.isArray(dims) && dims.every((d) => Number.isInteger(d) && d >= 0) &&
+    Array.isArray(dynamic) && dynamic.length === dims.length &&
+    dynamic.every((d) => typeof d === "boolean") &&
+    (layout === undefined || (Array.isArray(layout) && layout.every(Number.isInteger)));
+}
 
 function deserializeNative(module: Module, payload: Uint8Array): NativeExecutable {
   return loadNative(() => module, payload);
@@ -543,6 +561,8 @@ function loadNative(module: () => Module, payload: Uint8Array): NativeExecutable
     fns: { unit: string; name: string }[];
     consts: ({ at: number } | { blob: number; bytes: number; type: string })[];
     steps: string[];
+    params: unknown;
+    root: unknown;
   };
   if (meta.format !== PAYLOAD_MAGIC) bad("not a native program");
   if (meta.version !== NATIVE_CODEGEN_VERSION) bad(`codegen version ${meta.version}`);
@@ -575,8 +595,12 @@ function loadNative(module: () => Module, payload: Uint8Array): NativeExecutable
     libs.push(u.handle);
     indices[i] = index;
   });
+  if (!Array.isArray(meta.params) || !meta.params.every((p) => isShape(p)) || !isShape(meta.root)) {
+    bad("the signature");
+  }
+  const shapes = { params: meta.params as Shape[], root: meta.root as Shape };
   const encoded = { code, consts, steps: meta.steps };
-  const exe = instantiate(module, encoded, libs, indices, () => "// loaded from the cache");
+  const exe = instantiate(module, encoded, libs, indices, () => "// loaded from the cache", shapes);
   stored.set(exe, { code, consts, steps: meta.steps, fns: meta.fns });
   return exe;
 }

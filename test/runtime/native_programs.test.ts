@@ -12,7 +12,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { backendNames } from "../../runtime/index.ts";
+import { evaluate } from "../../ir/evaluate.ts";
+import { Literal } from "../../ir/literal.ts";
+import { parseHlo } from "../../ir/parse.ts";
+import { backendNames, compileModule, getBackend, ProgramCache } from "../../runtime/index.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const worker = join(here, "fixtures", "native", "program_worker.ts");
@@ -80,6 +83,38 @@ maybe("native programs across processes", () => {
     }
     expect(second.err).toMatch(/undecodable|discard/);
   }, 300_000);
+
+  it("a stored program runs and checks its arguments without decoding its module", () => {
+    // 100 parameters, as a model's weights are, all read by one fused kernel (more buffers and
+    // sizes than the step interpreter once took).
+    const n = 100;
+    const params = Array.from({ length: n }, (_, i) => `  p${i} = f32[3] parameter(${i})`);
+    const sums = Array.from({ length: n - 1 }, (_, i) =>
+      `  s${i + 1} = f32[3] add(${i === 0 ? "p0" : `s${i}`}, p${i + 1})`);
+    const text = `HloModule many\n\nENTRY e {\n${[...params, ...sums].join("\n")}\n` +
+      `  ROOT r = f32[3] multiply(s${n - 1}, p0)\n}\n`;
+    const module = parseHlo(text);
+    const cache = new ProgramCache({ disk: join(tempDir(), "programs") });
+    const cold = compileModule(module, { backend: "native", cache });
+    expect(cold.executable.backend).toBe("native");
+    const native = getBackend("native");
+    const payload = native.serialize!(cold.executable);
+    let decodes = 0;
+    const exe = native.deserializeDeferred!(() => {
+      decodes++;
+      return cold.executable.module;
+    }, payload);
+    const inputs = Array.from({ length: n }, (_, i) =>
+      new Literal("f32", [3], Float32Array.from([i, -i, 0.5 * i])));
+    const want = evaluate(module, inputs) as Literal;
+    const got = exe.run(inputs) as Literal;
+    expect(Array.from(got.data as Float32Array)).toEqual(Array.from(want.data as Float32Array));
+    expect(decodes).toBe(0);
+    expect(() => exe.run(inputs.slice(1))).toThrow(/takes 100 argument\(s\), got 99/);
+    const wrong = [...inputs];
+    wrong[7] = new Literal("f32", [4], new Float32Array(4));
+    expect(() => exe.run(wrong)).toThrow(/argument 7 of 'many' does not match f32\[3\]/);
+  });
 
   it("gives bitwise equal results at 1, 2 and 3 threads", () => {
     const { out } = run(["threads"], shared);

@@ -45,8 +45,9 @@ enum { X_CONST = 1, X_PARAM = 2, X_ADD = 3, X_MUL = 4, X_MIN = 5, X_MAX = 6, X_D
        X_MOD = 8 };
 
 #define MAX_SLOTS_STACK 256
-#define MAX_ARGS 64
-#define MAX_SIZES 64
+/* buffers of one kernel, call or loop state: arrays of the actual count on the stack */
+#define MAX_ARGS 4096
+#define MAX_SIZES 4096
 
 struct KilnProgram {
   /* Per step id: seconds spent and calls (KILN_NATIVE_PROFILE=1), else NULL. */
@@ -215,8 +216,12 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
       case OP_KERNEL: {
         /* fn, nbuf, slots..., nsize, sizes..., has range (0/1), extent, grain */
         KilnKernelFn fn = fn_at(p, W(at++));
-        void* bufs[MAX_ARGS];
-        int64_t sizes[MAX_SIZES];
+        const int64_t nb = W(at);
+        if (nb < 0 || nb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        void* bufs[nb + 1];
+        const int64_t ns = W(at + 1 + nb);
+        if (ns < 0 || ns > MAX_SIZES) return fail(p, "too many kernel sizes");
+        int64_t sizes[ns + 1];
         at = read_args(p, f, at, bufs, sizes);
         if (at < 0) return -1;
         int64_t ranged = W(at++);
@@ -262,8 +267,12 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         g.n_lim = size_of(p, W(at++));
         g.k_lim = size_of(p, W(at++));
         int64_t efn = W(at++);
-        void* ebufs[MAX_ARGS];
-        int64_t esizes[MAX_SIZES];
+        const int64_t enb = efn >= 0 ? W(at) : 0;
+        if (enb < 0 || enb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        void* ebufs[enb + 1];
+        const int64_t ens = efn >= 0 ? W(at + 1 + enb) : 0;
+        if (ens < 0 || ens > MAX_SIZES) return fail(p, "too many kernel sizes");
+        int64_t esizes[ens + 1];
         KilnArgs ea = {ebufs, esizes};
         if (efn >= 0) {
           if (efn >= p->nfns || p->fns[efn] == NULL) return fail(p, "bad epilogue index");
@@ -321,8 +330,12 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         /* epilogue fn (-1: none), its columns, its args */
         int64_t efn = W(at++);
         int64_t ecols = W(at++);
-        void* ebufs[MAX_ARGS];
-        int64_t esizes[MAX_SIZES];
+        const int64_t enb = efn >= 0 ? W(at) : 0;
+        if (enb < 0 || enb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        void* ebufs[enb + 1];
+        const int64_t ens = efn >= 0 ? W(at + 1 + enb) : 0;
+        if (ens < 0 || ens > MAX_SIZES) return fail(p, "too many kernel sizes");
+        int64_t esizes[ens + 1];
         ConvEpilogue ce = {{ebufs, esizes}, NULL, ecols};
         if (efn >= 0) {
           if (efn >= p->nfns || p->fns[efn] == NULL) return fail(p, "bad epilogue index");
@@ -341,11 +354,11 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         int64_t comp = W(at++);
         int64_t na = W(at++);
         if (na < 0 || na > MAX_ARGS) return fail(p, "too many call arguments");
-        void* args[MAX_ARGS];
+        void* args[na + 1];
         for (int64_t i = 0; i < na; i++) args[i] = slot_ptr(p, f, W(at++));
         int64_t nr = W(at++);
         if (nr < 0 || nr > MAX_ARGS) return fail(p, "too many call results");
-        void* res[MAX_ARGS];
+        void* res[nr + 1];
         for (int64_t i = 0; i < nr; i++) res[i] = slot_ptr(p, f, W(at++));
         if (run_comp(p, comp, args, na, res, nr) != 0) return -1;
         break;
@@ -356,8 +369,8 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         int64_t body = W(at++);
         int64_t n = W(at++);
         if (n < 0 || n > MAX_ARGS) return fail(p, "too large a loop state");
-        void *init[MAX_ARGS], *A[MAX_ARGS], *B[MAX_ARGS];
-        int64_t bytes[MAX_ARGS];
+        void *init[n + 1], *A[n + 1], *B[n + 1];
+        int64_t bytes[n + 1];
         for (int64_t i = 0; i < n; i++) init[i] = slot_ptr(p, f, W(at++));
         for (int64_t i = 0; i < n; i++) A[i] = slot_ptr(p, f, W(at++));
         for (int64_t i = 0; i < n; i++) B[i] = slot_ptr(p, f, W(at++));
@@ -407,10 +420,12 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
           at += na;
         }
         int64_t nr = W(at++);
-        if (nr < 0 || nr > MAX_ARGS || chosen_na > MAX_ARGS) return fail(p, "bad branch");
-        void* res[MAX_ARGS];
+        if (nr < 0 || nr > MAX_ARGS || chosen_na < 0 || chosen_na > MAX_ARGS) {
+          return fail(p, "bad branch");
+        }
+        void* res[nr + 1];
         for (int64_t i = 0; i < nr; i++) res[i] = slot_ptr(p, f, W(at++));
-        void* args[MAX_ARGS];
+        void* args[chosen_na + 1];
         for (int64_t i = 0; i < chosen_na; i++) args[i] = slot_ptr(p, f, W(chosen_at + i));
         if (p->error[0] != 0) return -1;
         if (run_comp(p, chosen_comp, args, chosen_na, res, nr) != 0) return -1;
