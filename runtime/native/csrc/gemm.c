@@ -649,6 +649,20 @@ static inline int64_t k_block(int64_t K) {
   return (kc + 7) & ~(int64_t)7;
 }
 
+/* Whether output columns [j0, j0 + w) are contiguous (a tile can be stored straight from the
+ * registers), with the offset of column j0 in *coff. */
+static inline int cols_contiguous(const KilnOut* out, int64_t j0, int64_t w, int64_t* coff) {
+  if (!out->col.table) {
+    *coff = j0;
+    return out->col.stride == 1;
+  }
+  const int64_t* t = out->col.table + j0;
+  *coff = t[0];
+  for (int64_t j = 1; j < w; j++)
+    if (t[j] != *coff + j) return 0;
+  return 1;
+}
+
 static void store_tile(const KilnOut* out, int64_t r, int64_t c, int64_t mr, int64_t nr,
                        const float* t, int acc) {
   int64_t coff[NR];
@@ -816,17 +830,8 @@ static void core_block(Core* c, int64_t kb, int64_t j0, int64_t nkb_, int64_t nj
   for (int64_t q = 0; q < nq; q++) {
     const int64_t jq = j0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
     const float* Bp = c->Bbuf + q * kc * NR;
-    int col_ok = 0;
     int64_t coff = 0;
-    if (!out->col.table) {
-      col_ok = out->col.stride == 1;
-      coff = jq;
-    } else {
-      const int64_t* t = out->col.table + jq;
-      coff = t[0];
-      col_ok = 1;
-      for (int64_t j = 1; j < w && col_ok; j++) col_ok = t[j] == coff + j;
-    }
+    const int col_ok = cols_contiguous(out, jq, w, &coff);
     for (int64_t i = 0; i < c->np; i++) {
       const int64_t m0 = c->pm[i], mr = c->pm[i + 1] - m0;
       int64_t kr, kn;
@@ -892,17 +897,8 @@ static void direct_panel(Core* c, int64_t i, int64_t kb, const float* Bk) {
   for (int64_t q = 0; q < nq; q++) {
     const int64_t jq = c->c0 + q * NR, w = c->c1 - jq < NR ? c->c1 - jq : NR;
     const float* Bp = Bk + q * kc * NR;
-    int col_ok = 0;
     int64_t coff = 0;
-    if (!out->col.table) {
-      col_ok = out->col.stride == 1;
-      coff = jq;
-    } else {
-      const int64_t* t = out->col.table + jq;
-      coff = t[0];
-      col_ok = 1;
-      for (int64_t j = 1; j < w && col_ok; j++) col_ok = t[j] == coff + j;
-    }
+    const int col_ok = cols_contiguous(out, jq, w, &coff);
     const kern_fn kf = kern_for_a(direct, mr, w, &kr, &kn);
     if (c->rows_ok[i] && col_ok && w == kn) {
       kf(kc, Ap, lda, Bp, out->C + c->roff[i] + coff, c->ldc[i], acc, &c->pf);
@@ -1045,18 +1041,8 @@ static void core_large(const KilnSrc* A, const KilnSrc* B, const KilnOut* out, i
           const float* Bp = Bbuf + p * kc * NR;
           int64_t kr, kn;
           const kern_fn kf = kern_for(mr, nr, &kr, &kn);
-          int direct = rows_ok && nr == kn;
           int64_t coff = 0;
-          if (direct) {
-            if (!out->col.table) {
-              direct = out->col.stride == 1;
-              coff = j0;
-            } else {
-              const int64_t* t = out->col.table + j0;
-              coff = t[0];
-              for (int64_t j = 1; j < nr && direct; j++) direct = t[j] == coff + j;
-            }
-          }
+          const int direct = rows_ok && nr == kn && cols_contiguous(out, j0, nr, &coff);
           if (direct) {
             kf(kc, Abuf, 0, Bp, out->C + roff + coff, ldc, acc, &pf);
           } else {

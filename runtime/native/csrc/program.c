@@ -184,6 +184,16 @@ static int64_t read_args(KilnProgram* p, const Frame* f, int64_t at, void** bufs
   return at;
 }
 
+/* The buffer and size counts of the kernel arguments at `at` (nbuf, slots..., nsize, ...), for
+ * sizing the arrays read_args fills; 0 and 0 when `present` is false; -1 when out of range. */
+static int arg_counts(KilnProgram* p, int64_t at, int present, int64_t* nb, int64_t* ns) {
+  *nb = present ? W(at) : 0;
+  if (*nb < 0 || *nb > MAX_ARGS) return fail(p, "too many kernel buffers"), -1;
+  *ns = present ? W(at + 1 + *nb) : 0;
+  if (*ns < 0 || *ns > MAX_SIZES) return fail(p, "too many kernel sizes"), -1;
+  return 0;
+}
+
 static void axis_of(KilnProgram* p, int64_t table, int64_t stride, KilnAxis* ax) {
   ax->stride = stride;
   ax->table = table >= 0 && table < p->ncode ? &p->code[table] : NULL;
@@ -216,11 +226,9 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
       case OP_KERNEL: {
         /* fn, nbuf, slots..., nsize, sizes..., has range (0/1), extent, grain */
         KilnKernelFn fn = fn_at(p, W(at++));
-        const int64_t nb = W(at);
-        if (nb < 0 || nb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        int64_t nb, ns;
+        if (arg_counts(p, at, 1, &nb, &ns) != 0) return -1;
         void* bufs[nb + 1];
-        const int64_t ns = W(at + 1 + nb);
-        if (ns < 0 || ns > MAX_SIZES) return fail(p, "too many kernel sizes");
         int64_t sizes[ns + 1];
         at = read_args(p, f, at, bufs, sizes);
         if (at < 0) return -1;
@@ -267,11 +275,9 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         g.n_lim = size_of(p, W(at++));
         g.k_lim = size_of(p, W(at++));
         int64_t efn = W(at++);
-        const int64_t enb = efn >= 0 ? W(at) : 0;
-        if (enb < 0 || enb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        int64_t enb, ens;
+        if (arg_counts(p, at, efn >= 0, &enb, &ens) != 0) return -1;
         void* ebufs[enb + 1];
-        const int64_t ens = efn >= 0 ? W(at + 1 + enb) : 0;
-        if (ens < 0 || ens > MAX_SIZES) return fail(p, "too many kernel sizes");
         int64_t esizes[ens + 1];
         KilnArgs ea = {ebufs, esizes};
         if (efn >= 0) {
@@ -330,11 +336,9 @@ static int run_steps(KilnProgram* p, Frame* f, int64_t at, int64_t nsteps) {
         /* epilogue fn (-1: none), its columns, its args */
         int64_t efn = W(at++);
         int64_t ecols = W(at++);
-        const int64_t enb = efn >= 0 ? W(at) : 0;
-        if (enb < 0 || enb > MAX_ARGS) return fail(p, "too many kernel buffers");
+        int64_t enb, ens;
+        if (arg_counts(p, at, efn >= 0, &enb, &ens) != 0) return -1;
         void* ebufs[enb + 1];
-        const int64_t ens = efn >= 0 ? W(at + 1 + enb) : 0;
-        if (ens < 0 || ens > MAX_SIZES) return fail(p, "too many kernel sizes");
         int64_t esizes[ens + 1];
         ConvEpilogue ce = {{ebufs, esizes}, NULL, ecols};
         if (efn >= 0) {
