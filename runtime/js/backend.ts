@@ -13,13 +13,12 @@
 
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { conformanceProblem } from "../../ir/evaluate_support.ts";
-import { Literal, type LiteralData } from "../../ir/literal.ts";
+import type { LiteralData } from "../../ir/literal.ts";
 import type { Computation, Module } from "../../ir/module.ts";
 import { isDynamic, type Shape, shapeToString } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import { log } from "../../util/log.ts";
 import { type Backend, type Executable, registerBackend, UnsupportedError } from "../backend.ts";
-import { elementInfo } from "../../ir/element_types.ts";
 import { lowerProgram } from "../kernel/program.ts";
 import { renderJsProgram } from "./render_program.ts";
 import {
@@ -31,6 +30,7 @@ import {
   type StaticProgram,
 } from "./payload.ts";
 import { shapesKey, specializeModule, valueShape as shapeOfValue } from "../kernel/specialize.ts";
+import { allocResults, leafData, resultValue } from "../kernel/io.ts";
 
 /** An executable of the `js` backend, with the source it runs (for debugging). */
 export interface JsExecutable extends Executable {
@@ -92,51 +92,13 @@ function checkSupported(module: Module): boolean {
   return dynamic;
 }
 
-function conformance(v: EvalValue, s: Shape): string | null {
-  if (s.kind === "tuple") {
-    if (!Array.isArray(v)) return `expected a tuple ${shapeToString(s, false)}`;
-    if (v.length !== s.elements.length) {
-      return `expected a ${s.elements.length}-tuple, got a ${v.length}-tuple`;
-    }
-    for (let i = 0; i < v.length; i++) {
-      const p = conformance(v[i]!, s.elements[i]!);
-      if (p !== null) return `tuple element ${i}: ${p}`;
-    }
-    return null;
-  }
-  if (Array.isArray(v)) return `expected an array ${shapeToString(s, false)}, got a tuple`;
-  if (v.type !== s.type) return `element type ${v.type} is not ${s.type}`;
-  if (v.dims.length !== s.dims.length || v.dims.some((d, i) => d !== s.dims[i])) {
-    return `dims [${v.dims.join(",")}] are not [${s.dims.join(",")}]`;
-  }
-  return null;
-}
 
 function valueShape(v: EvalValue): string {
   return Array.isArray(v) ? `(${v.map(valueShape).join(", ")})` : `${v.type}[${v.dims.join(",")}]`;
 }
 
-function leaves(v: EvalValue, out: LiteralData[]): void {
-  if (Array.isArray(v)) v.forEach((e) => leaves(e, out));
-  else out.push(v.data);
-}
 
-/** Fresh result buffers for a root shape, in leaf order. */
-function allocResults(s: Shape, out: LiteralData[]): void {
-  if (s.kind === "tuple") {
-    s.elements.forEach((e) => allocResults(e, out));
-    return;
-  }
-  const n = s.dims.reduce((a, b) => a * b, 1);
-  const ctor = globalThis[elementInfo(s.type).storage] as unknown as new (n: number) => LiteralData;
-  out.push(new ctor(n));
-}
 
-/** The results as the root's value tree. */
-function resultValue(s: Shape, bufs: readonly LiteralData[], at: { i: number }): EvalValue {
-  if (s.kind === "tuple") return s.elements.map((e) => resultValue(e, bufs, at));
-  return new Literal(s.type, s.dims, bufs[at.i++]!);
-}
 
 /**
  * Generates the JavaScript source of `module` (what the js backend runs). A module with dynamic
@@ -254,11 +216,11 @@ function instantiate(module: () => Module, program: StaticProgram): JsExecutable
     run(inputs: readonly EvalValue[]): EvalValue {
       if (inputs.length !== params.length) checkArgCount(module(), inputs.length);
       params.forEach((s, i) => {
-        const problem = conformance(inputs[i]!, s);
+        const problem = conformanceProblem(inputs[i]!, s);
         if (problem !== null) argError(module(), i, inputs[i]!, problem);
       });
       const args: LiteralData[] = [];
-      for (const v of inputs) leaves(v, args);
+      for (const v of inputs) leafData(v, args);
       const results: LiteralData[] = [];
       allocResults(root, results);
       // One arena per executable; a nested run (never expected) gets its own.

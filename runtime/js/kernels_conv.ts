@@ -10,6 +10,7 @@
 import type { ConvDimensionNumbers, WindowDim } from "../../ir/attributes.ts";
 import type { ElementType } from "../../ir/shape.ts";
 import type { Epilogue } from "./kernels_dot.ts";
+import { stridesOf } from "../../ir/evaluate_support.ts";
 
 export interface ConvPlan {
   readonly ns: number;
@@ -44,15 +45,6 @@ export interface ConvPlan {
   wp: Float64Array | BigInt64Array | undefined;
 }
 
-function stridesOf(dims: readonly number[]): number[] {
-  const s = new Array<number>(dims.length);
-  let acc = 1;
-  for (let i = dims.length - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= dims[i]!;
-  }
-  return s;
-}
 
 export function planConv(
   lhs: readonly number[],

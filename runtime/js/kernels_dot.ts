@@ -11,6 +11,7 @@
 
 import type { DotDimensionNumbers } from "../../ir/attributes.ts";
 import type { ElementType } from "../../ir/shape.ts";
+import { stridesOf } from "../../ir/evaluate_support.ts";
 
 export interface DotPlan {
   readonly nb: number;
@@ -30,15 +31,6 @@ export interface DotPlan {
   ap: Float64Array | undefined;
 }
 
-function stridesOf(dims: readonly number[]): number[] {
-  const s = new Array<number>(dims.length);
-  let acc = 1;
-  for (let i = dims.length - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= dims[i]!;
-  }
-  return s;
-}
 
 /** Offsets of every position of `sizes` (row-major) with the given element strides. */
 function offsets(sizes: readonly number[], strides: readonly number[]): Int32Array {

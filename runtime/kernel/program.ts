@@ -54,6 +54,7 @@ import {
   reduceWindowKernel,
   scatterKernel,
 } from "./lower_kernels.ts";
+import { stridesOf } from "../../ir/evaluate_support.ts";
 
 export type BufferPlace =
   | { readonly kind: "param"; readonly param: number; readonly path: readonly number[] }
@@ -993,15 +994,6 @@ function sameDims(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-export function stridesOf(dims: readonly number[]): number[] {
-  const s = new Array<number>(dims.length);
-  let acc = 1;
-  for (let i = dims.length - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= dims[i]!;
-  }
-  return s;
-}
 
 /**
  * A contraction operand that needs no copy: a leaf, or transposes and broadcasts of one (a

@@ -20,8 +20,9 @@ import { createHash } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { EvalValue } from "../../ir/evaluate.ts";
-import { ELEMENT_TYPE_INFO, elementInfo } from "../../ir/element_types.ts";
-import { Literal, type LiteralData } from "../../ir/literal.ts";
+import { ELEMENT_TYPE_INFO } from "../../ir/element_types.ts";
+import { conformanceProblem } from "../../ir/evaluate_support.ts";
+import type { LiteralData } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { isDynamic, type Shape, shapeToString } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
@@ -49,6 +50,7 @@ import { encodeProgram } from "./encode.ts";
 import { defaultLibCache } from "./libcache.ts";
 import { CKernelRenderer, renderLibrary, renderSortKernel } from "./render_c.ts";
 import { compileSharedObjects, nativeStatus, privateTempDir, toolchain } from "./toolchain.ts";
+import { allocResults, leafData, resultValue } from "../kernel/io.ts";
 
 /** Bumped when generated kernels or the program encoding change meaning (cache keys). */
 export const NATIVE_CODEGEN_VERSION = 3;
@@ -244,44 +246,9 @@ function unit(key: string): { handle: LibraryHandle; names: readonly string[] } 
   return u;
 }
 
-function leaves(v: EvalValue, out: LiteralData[]): void {
-  if (Array.isArray(v)) v.forEach((e) => leaves(e, out));
-  else out.push(v.data);
-}
 
-function allocResults(s: Shape, out: LiteralData[]): void {
-  if (s.kind === "tuple") {
-    s.elements.forEach((e) => allocResults(e, out));
-    return;
-  }
-  const n = s.dims.reduce((a, b) => a * b, 1);
-  const ctor = globalThis[elementInfo(s.type).storage] as unknown as new (n: number) => LiteralData;
-  out.push(new ctor(n));
-}
 
-function resultValue(s: Shape, bufs: readonly LiteralData[], at: { i: number }): EvalValue {
-  if (s.kind === "tuple") return s.elements.map((e) => resultValue(e, bufs, at));
-  return new Literal(s.type, s.dims, bufs[at.i++]!);
-}
 
-function conformance(v: EvalValue, s: Shape): string | null {
-  if (s.kind === "tuple") {
-    if (!Array.isArray(v) || v.length !== s.elements.length) {
-      return `expected a tuple ${shapeToString(s, false)}`;
-    }
-    for (let i = 0; i < v.length; i++) {
-      const p = conformance(v[i]!, s.elements[i]!);
-      if (p !== null) return `tuple element ${i}: ${p}`;
-    }
-    return null;
-  }
-  if (Array.isArray(v)) return `expected an array ${shapeToString(s, false)}, got a tuple`;
-  if (v.type !== s.type) return `element type ${v.type} is not ${s.type}`;
-  if (v.dims.length !== s.dims.length || v.dims.some((d, i) => d !== s.dims[i])) {
-    return `dims [${v.dims.join(",")}] are not [${s.dims.join(",")}]`;
-  }
-  return null;
-}
 
 /**
  * Programs computing fewer elements than this (over all their instructions) are lowered
@@ -419,14 +386,14 @@ function instantiate(
           `got ${inputs.length}`);
       }
       params.forEach((s, i) => {
-        const problem = conformance(inputs[i]!, s);
+        const problem = conformanceProblem(inputs[i]!, s);
         if (problem !== null) {
           throw new Error(`native: argument ${i} of '${name()}' does not match ` +
             `${shapeToString(s, false)}: ${problem}`);
         }
       });
       const args: LiteralData[] = [];
-      for (const v of inputs) leaves(v, args);
+      for (const v of inputs) leafData(v, args);
       const results: LiteralData[] = [];
       allocResults(root, results);
       a.runProgram(handle, args, results);

@@ -20,6 +20,8 @@ import type {
   Step,
   Value,
 } from "../kernel/program.ts";
+import { stridesOf } from "../../ir/evaluate_support.ts";
+import { planDot } from "../js/kernels_dot.ts";
 
 export const PROGRAM_MAGIC = 0x4b494c4e50524731n; // "KILNPRG1"
 export const PROGRAM_VERSION = 2n;
@@ -43,39 +45,25 @@ function flat(v: Value): number[] {
   return typeof v === "number" ? [v] : v.flatMap(flat);
 }
 
-/** Offsets of every position of `sizes` (row-major) with the given element strides. */
-function offsets(sizes: readonly number[], strides: readonly number[]): number[] {
-  let n = 1;
-  for (const s of sizes) n *= s;
-  const out = new Array<number>(n);
-  const idx = new Array<number>(sizes.length).fill(0);
-  for (let l = 0; l < n; l++) {
-    let o = 0;
-    for (let k = 0; k < sizes.length; k++) o += idx[k]! * strides[k]!;
-    out[l] = o;
-    for (let k = sizes.length - 1; k >= 0; k--) {
-      if (++idx[k]! < sizes[k]!) break;
-      idx[k] = 0;
-    }
-  }
-  return out;
-}
-
-/** One axis group: a stride when its positions are evenly spaced, else a table. */
+/** One axis group: a stride when its positions are evenly spaced from 0, else a table. */
 interface Axis {
   readonly stride: number;
   readonly table?: readonly number[];
 }
 
-function axis(sizes: readonly number[], strides: readonly number[]): Axis {
-  const offs = offsets(sizes, strides);
+function axis(offs: Int32Array): Axis {
   if (offs.length <= 1) return { stride: 0 };
   const st = offs[1]! - offs[0]!;
-  for (let i = 0; i < offs.length; i++) if (offs[i] !== offs[0]! + i * st) return { stride: 0, table: offs };
-  return offs[0] === 0 ? { stride: st } : { stride: 0, table: offs };
+  for (let i = 0; i < offs.length; i++) {
+    if (offs[i] !== offs[0]! + i * st) return { stride: 0, table: Array.from(offs) };
+  }
+  return offs[0] === 0 ? { stride: st } : { stride: 0, table: Array.from(offs) };
 }
 
-/** The canonical GEMM form of a dot_general (the evaluator's and XLA's result order). */
+/**
+ * The canonical GEMM form of a dot_general (planDot's: the evaluator's and XLA's result order),
+ * each axis group as a stride or a table of offsets.
+ */
 export function canonicalDot(
   lhs: readonly number[],
   rhs: readonly number[],
@@ -83,24 +71,11 @@ export function canonicalDot(
   ls: readonly number[],
   rs: readonly number[],
 ) {
-  const free = (rank: number, used: readonly number[]) =>
-    Array.from({ length: rank }, (_, i) => i).filter((i) => !used.includes(i));
-  const lf = free(lhs.length, [...dn.lhsBatch, ...dn.lhsContracting]);
-  const rf = free(rhs.length, [...dn.rhsBatch, ...dn.rhsContracting]);
-  const bs = dn.lhsBatch.map((d) => lhs[d]!);
-  const cs = dn.lhsContracting.map((d) => lhs[d]!);
-  const prod = (xs: readonly number[]) => xs.reduce((a, b) => a * b, 1);
+  const p = planDot(lhs, rhs, dn, ls, rs);
   return {
-    batch: prod(bs),
-    M: prod(lf.map((d) => lhs[d]!)),
-    N: prod(rf.map((d) => rhs[d]!)),
-    K: prod(cs),
-    aB: axis(bs, dn.lhsBatch.map((d) => ls[d]!)),
-    aM: axis(lf.map((d) => lhs[d]!), lf.map((d) => ls[d]!)),
-    aK: axis(cs, dn.lhsContracting.map((d) => ls[d]!)),
-    bB: axis(bs, dn.rhsBatch.map((d) => rs[d]!)),
-    bK: axis(cs, dn.rhsContracting.map((d) => rs[d]!)),
-    bN: axis(rf.map((d) => rhs[d]!), rf.map((d) => rs[d]!)),
+    batch: p.nb, M: p.M, N: p.N, K: p.K,
+    aB: axis(p.aB), aM: axis(p.aM), aK: axis(p.aK),
+    bB: axis(p.bB), bK: axis(p.bK), bN: axis(p.bN),
   };
 }
 
@@ -479,15 +454,6 @@ function countedList(xs: readonly number[]): bigint[] {
   return [BigInt(xs.length), ...xs.map(BigInt)];
 }
 
-function stridesOf(dims: readonly number[]): number[] {
-  const s = new Array<number>(dims.length);
-  let acc = 1;
-  for (let i = dims.length - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= dims[i]!;
-  }
-  return s;
-}
 
 /**
  * Iterations of a kernel's range per parallel task: enough that a task does about 16K
