@@ -11,6 +11,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import {
   closeSync,
+  constants,
   fstatSync,
   fsyncSync,
   futimesSync,
@@ -236,7 +237,8 @@ export function decodeEntry(bytes: Buffer, expected: ProgramKey): DecodedEntry {
 // Recency stamps in ms, strictly increasing within a process, so two touches in the same
 // millisecond still order (LRU must not depend on the clock's resolution).
 let lastStamp = 0;
-function nextStamp(): number {
+/** A file stamp (ms) later than every earlier one from this process: LRU order survives ties. */
+export function nextStamp(): number {
   lastStamp = Math.max(Date.now(), lastStamp + 1);
   return lastStamp;
 }
@@ -248,6 +250,126 @@ export function errorCode(e: unknown): string | undefined {
     return typeof code === "string" ? code : undefined;
   }
   return undefined;
+}
+
+// ---- Entry directories (the program cache's and the native library cache's) ---------------
+
+/**
+ * Writes `name` in `dir` atomically: a temp file of the same name (`.name.pid.random.tmp`,
+ * created exclusively, never through a link), stamped, fsynced, renamed over `name`, then the
+ * directory fsynced. A failed write leaves no temp file behind (or one a sweep removes).
+ */
+export function writeEntryFile(dir: string, name: string, bytes: Uint8Array, mode: number): void {
+  const tmp = join(dir, `.${name}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`);
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  const fd = openSync(tmp, flags, mode);
+  let renamed = false;
+  try {
+    let off = 0;
+    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+    const t = nextStamp() / 1000;
+    futimesSync(fd, t, t);
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, join(dir, name));
+    renamed = true;
+  } finally {
+    if (!renamed) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed before the rename failed
+      }
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // a leftover temp file is removed by a later sweep
+      }
+    }
+  }
+  // Makes the rename durable; some platforms cannot fsync a directory, which only weakens
+  // durability across a power cut, never atomicity.
+  let dfd: number | undefined;
+  try {
+    dfd = openSync(dir, "r");
+    fsyncSync(dfd);
+  } catch {
+    // see above
+  } finally {
+    if (dfd !== undefined) closeSync(dfd);
+  }
+}
+
+/** An entry file: its name, size and last use. */
+export interface EntryFile {
+  readonly name: string;
+  readonly bytes: number;
+  readonly mtimeMs: number;
+}
+
+/**
+ * The files of `dir` named like `entry`, with size and last use; on the way, files matching a
+ * `sweep` pattern older than its age (temp files of dead writers, stale locks) are deleted.
+ */
+export function scanEntryFiles(
+  dir: string,
+  entry: RegExp,
+  sweep: readonly { readonly name: RegExp; readonly maxAgeMs: number }[],
+): EntryFile[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (e) {
+    if (errorCode(e) === "ENOENT") return [];
+    throw e;
+  }
+  const out: EntryFile[] = [];
+  const now = Date.now();
+  for (const name of names) {
+    try {
+      if (entry.test(name)) {
+        const st = lstatSync(join(dir, name));
+        // Stamps are whole milliseconds; rounding undoes the float error of utimes.
+        if (st.isFile()) out.push({ name, bytes: st.size, mtimeMs: Math.round(st.mtimeMs) });
+        continue;
+      }
+      const rule = sweep.find((r) => r.name.test(name));
+      if (rule && now - lstatSync(join(dir, name)).mtimeMs > rule.maxAgeMs) {
+        unlinkSync(join(dir, name));
+      }
+    } catch (e) {
+      // another process removed it between readdir and stat
+      if (errorCode(e) !== "ENOENT") throw e;
+    }
+  }
+  return out;
+}
+
+/**
+ * Deletes the least recently used of `entries` (never `keep`) until they total at most
+ * `maxBytes`; returns the names deleted.
+ */
+export function evictEntryFiles(
+  dir: string,
+  entries: EntryFile[],
+  maxBytes: number,
+  keep: string,
+): string[] {
+  let total = entries.reduce((s, e) => s + e.bytes, 0);
+  if (total <= maxBytes) return [];
+  const evicted: string[] = [];
+  for (const e of [...entries].sort((a, b) => a.mtimeMs - b.mtimeMs)) {
+    if (total <= maxBytes) break;
+    if (e.name === keep) continue;
+    try {
+      unlinkSync(join(dir, e.name));
+      evicted.push(e.name);
+    } catch (err) {
+      if (errorCode(err) !== "ENOENT") throw err;
+    }
+    total -= e.bytes;
+  }
+  return evicted;
 }
 
 /** One entry file as seen by a directory read (`kiln cache ls`). */
@@ -322,103 +444,20 @@ export class DiskStore {
     }
   }
 
-  /** Writes an entry atomically: temp file in the same directory, fsync, rename. */
+  /** Writes an entry atomically (writeEntryFile). */
   write(name: string, bytes: Uint8Array): void {
     mkdirSync(this.dir, { recursive: true });
-    const tmp = this.path(`.${name}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`);
-    const fd = openSync(tmp, "wx", 0o644);
-    let renamed = false;
-    try {
-      let off = 0;
-      while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-      const t = nextStamp() / 1000;
-      futimesSync(fd, t, t);
-      fsyncSync(fd);
-      closeSync(fd);
-      renameSync(tmp, this.path(name));
-      renamed = true;
-    } finally {
-      if (!renamed) {
-        try {
-          closeSync(fd);
-        } catch {
-          // already closed before the rename failed
-        }
-        try {
-          unlinkSync(tmp);
-        } catch {
-          // the write failed; a leftover temp file is removed by a later sweep
-        }
-      }
-    }
-    this.syncDir();
+    writeEntryFile(this.dir, name, bytes, 0o644);
   }
 
-  // Makes the rename durable; some platforms cannot fsync a directory, which only weakens
-  // durability across a power cut, never atomicity.
-  private syncDir(): void {
-    let fd: number | undefined;
-    try {
-      fd = openSync(this.dir, "r");
-      fsyncSync(fd);
-    } catch {
-      // see above
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
+  /** The entry files with size and mtime; temp files of dead writers are swept. */
+  private scan(): EntryFile[] {
+    return scanEntryFiles(this.dir, ENTRY_NAME, [{ name: TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS }]);
   }
 
-  /** The entry files with size and mtime; temp files are left out. */
-  private scan(): { name: string; bytes: number; mtimeMs: number }[] {
-    let names: string[];
-    try {
-      names = readdirSync(this.dir);
-    } catch (e) {
-      if (errorCode(e) === "ENOENT") return [];
-      throw e;
-    }
-    const out: { name: string; bytes: number; mtimeMs: number }[] = [];
-    const now = Date.now();
-    for (const name of names) {
-      try {
-        if (ENTRY_NAME.test(name)) {
-          const st = lstatSync(this.path(name));
-          // Stamps are whole milliseconds; rounding undoes the float error of utimes.
-          if (st.isFile()) out.push({ name, bytes: st.size, mtimeMs: Math.round(st.mtimeMs) });
-        } else if (TEMP_NAME.test(name)) {
-          const st = lstatSync(this.path(name));
-          if (now - st.mtimeMs > TEMP_MAX_AGE_MS) unlinkSync(this.path(name));
-        }
-      } catch (e) {
-        // another process removed it between readdir and stat
-        if (errorCode(e) !== "ENOENT") throw e;
-      }
-    }
-    return out;
-  }
-
-  /**
-   * Deletes the least recently used entries until the directory fits in maxBytes; `keep` (the
-   * entry just written) is never chosen. Returns the names deleted.
-   */
+  /** Deletes least recently used entries (never `keep`) until the store fits its bound. */
   evict(keep: string): string[] {
-    const entries = this.scan();
-    let total = entries.reduce((s, e) => s + e.bytes, 0);
-    if (total <= this.maxBytes) return [];
-    entries.sort((a, b) => a.mtimeMs - b.mtimeMs);
-    const evicted: string[] = [];
-    for (const e of entries) {
-      if (total <= this.maxBytes) break;
-      if (e.name === keep) continue;
-      try {
-        unlinkSync(this.path(e.name));
-        evicted.push(e.name);
-      } catch (err) {
-        if (errorCode(err) !== "ENOENT") throw err;
-      }
-      total -= e.bytes;
-    }
-    return evicted;
+    return evictEntryFiles(this.dir, this.scan(), this.maxBytes, keep);
   }
 
   /** Entries for listing, most recently used first; only headers are read. */

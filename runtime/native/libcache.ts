@@ -28,7 +28,6 @@ import {
   readdirSync,
   readFileSync,
   readSync,
-  renameSync,
   statSync,
   unlinkSync,
   writeFileSync,
@@ -38,7 +37,14 @@ import {
 import { join } from "node:path";
 import { log } from "../../util/log.ts";
 import { kilnCacheRoot } from "../cache.ts";
-import { errorCode } from "../cache_disk.ts";
+import {
+  type EntryFile,
+  errorCode,
+  evictEntryFiles,
+  nextStamp,
+  scanEntryFiles,
+  writeEntryFile,
+} from "../cache_disk.ts";
 
 /** Bumped whenever the layout of an entry changes; older entries read as stale. */
 export const LIB_FORMAT_VERSION = 1;
@@ -217,13 +223,6 @@ export function untrustedBecause(
     return `it is ${who} (mode ${octal(st.mode)})`;
   }
   return undefined;
-}
-
-let lastStamp = 0;
-// Strictly increasing within a process, so LRU order does not depend on clock resolution.
-function nextStamp(): number {
-  lastStamp = Math.max(Date.now(), lastStamp + 1);
-  return lastStamp;
 }
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
@@ -534,85 +533,22 @@ export class LibCache {
   }
 
   private write(name: string, bytes: Uint8Array): void {
-    const tmp = this.path(`.${name}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`);
-    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-    const fd = openSync(tmp, flags, 0o600);
-    let renamed = false;
-    try {
-      let off = 0;
-      while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-      const t = nextStamp() / 1000;
-      futimesSync(fd, t, t);
-      fsyncSync(fd);
-      closeSync(fd);
-      renameSync(tmp, this.path(name));
-      renamed = true;
-    } finally {
-      if (!renamed) {
-        try {
-          closeSync(fd);
-        } catch {
-          // closed before the rename failed
-        }
-        this.unlinkQuietly(tmp);
-      }
-    }
-    let dfd: number | undefined;
-    try {
-      dfd = openSync(this.dir, "r");
-      fsyncSync(dfd);
-    } catch {
-      // some platforms cannot fsync a directory: durability, not atomicity, is weaker
-    } finally {
-      if (dfd !== undefined) closeSync(dfd);
-    }
+    writeEntryFile(this.dir, name, bytes, 0o600);
   }
 
-  private scan(): { name: string; bytes: number; mtimeMs: number }[] {
-    let names: string[];
-    try {
-      names = readdirSync(this.dir);
-    } catch (e) {
-      if (errorCode(e) === "ENOENT") return [];
-      throw e;
-    }
-    const out: { name: string; bytes: number; mtimeMs: number }[] = [];
-    const now = Date.now();
-    for (const name of names) {
-      try {
-        if (ENTRY_NAME.test(name)) {
-          const st = lstatSync(this.path(name));
-          if (st.isFile()) out.push({ name, bytes: st.size, mtimeMs: Math.round(st.mtimeMs) });
-        } else if (TEMP_NAME.test(name) || SECRET_TEMP_NAME.test(name)) {
-          const st = lstatSync(this.path(name));
-          if (now - st.mtimeMs > TEMP_MAX_AGE_MS) unlinkSync(this.path(name));
-        } else if (LOCK_NAME.test(name)) {
-          const st = lstatSync(this.path(name));
-          if (now - st.mtimeMs > LOCK_STALE_MS) unlinkSync(this.path(name));
-        }
-      } catch (e) {
-        if (errorCode(e) !== "ENOENT") throw e;
-      }
-    }
-    return out;
+  /** Entry files; temp files of dead writers and stale locks are swept on the way. */
+  private scan(): EntryFile[] {
+    return scanEntryFiles(this.dir, ENTRY_NAME, [
+      { name: TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS },
+      { name: SECRET_TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS },
+      { name: LOCK_NAME, maxAgeMs: LOCK_STALE_MS },
+    ]);
   }
 
   // Least recently used first, never the entry just written.
   private evict(keep: string): void {
-    const entries = this.scan();
-    let total = entries.reduce((s, e) => s + e.bytes, 0);
-    if (total <= this.maxBytes) return;
-    entries.sort((a, b) => a.mtimeMs - b.mtimeMs);
-    for (const e of entries) {
-      if (total <= this.maxBytes) break;
-      if (e.name === keep) continue;
-      try {
-        unlinkSync(this.path(e.name));
-        log("cache", `native: evicted ${e.name.slice(0, 16)} (${e.bytes} bytes)`);
-      } catch (err) {
-        if (errorCode(err) !== "ENOENT") throw err;
-      }
-      total -= e.bytes;
+    for (const name of evictEntryFiles(this.dir, this.scan(), this.maxBytes, keep)) {
+      log("cache", `native: evicted ${name.slice(0, 16)}`);
     }
   }
 

@@ -572,6 +572,32 @@ describe("recency and the byte budget", () => {
     expect(tiny.get("big")).toBeDefined();
     expect(tiny.info().entries).toBe(1);
   });
+
+  it("a write sweeps the temp files and locks of dead writers, never a live one's", () => {
+    const c = cache();
+    c.put("first", bytes(100));
+    const name = libEntryName("x");
+    const files = {
+      oldTemp: `.${name}.123.0123456789abcdef.tmp`,
+      freshTemp: `.${name}.124.0123456789abcdef.tmp`,
+      oldSecretTemp: ".secret.125.0123456789abcdef.tmp",
+      staleLock: `${name}.lock`,
+      other: "notes.txt",
+    };
+    for (const f of Object.values(files)) writeFileSync(join(dir, f), "x");
+    const old = (Date.now() - 12 * 60 * 1000) / 1000; // past both the temp and the lock ages
+    for (const f of [files.oldTemp, files.oldSecretTemp, files.staleLock, files.other]) {
+      utimesSync(join(dir, f), old, old);
+    }
+    c.put("second", bytes(100));
+    const left = readdirSync(dir);
+    expect(left).not.toContain(files.oldTemp);
+    expect(left).not.toContain(files.oldSecretTemp);
+    expect(left).not.toContain(files.staleLock);
+    expect(left).toContain(files.freshTemp); // a writer may still be at work on it
+    expect(left).toContain(files.other); // not the cache's
+    expect(c.get("first")).toBeDefined();
+  });
 });
 
 describe("processes racing", () => {
