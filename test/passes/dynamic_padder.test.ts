@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { type ComputationBuilder, ModuleBuilder } from "../../ir/builder.ts";
 import { cloneModule } from "../../ir/clone.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
-import { type Literal, literal, literalsIdentical } from "../../ir/literal.ts";
+import { type Literal, literal } from "../../ir/literal.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { printHlo } from "../../ir/print.ts";
@@ -31,6 +31,7 @@ import { interpreterBackend } from "../../runtime/interpreter.ts";
 import { jsBackend } from "../../runtime/js/backend.ts";
 import { codegenTesting } from "../../runtime/js/render_program.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
+import { identical } from "../runtime/fixtures/op_cases.ts";
 
 // ---- helpers ---------------------------------------------------------------------------------
 
@@ -45,17 +46,6 @@ const FILLS = [
   { f32: -Infinity, s32: 1, s64: 1n, u8: 1, pred: false },
 ] as const;
 
-function identical(a: EvalValue, b: EvalValue): boolean {
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return (
-      Array.isArray(a) &&
-      Array.isArray(b) &&
-      a.length === b.length &&
-      a.every((x, i) => identical(x, b[i]!))
-    );
-  }
-  return literalsIdentical(a, b);
-}
 
 const show = (v: EvalValue): string =>
   Array.isArray(v) ? `(${v.map(show).join(", ")})` : v.toString();

@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ModuleBuilder } from "../../ir/builder.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
 import { fingerprint } from "../../ir/fingerprint.ts";
-import { literal, type Literal, literalsIdentical } from "../../ir/literal.ts";
+import { literal, type Literal } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { arrayShape } from "../../ir/shape.ts";
 import { ProgramCache } from "../../runtime/cache.ts";
@@ -28,6 +28,7 @@ import {
   PAYLOAD_HEADER_BYTES,
 } from "../../runtime/js/payload.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
+import { identical } from "./fixtures/op_cases.ts";
 
 let dir: string;
 beforeEach(() => {
@@ -42,17 +43,6 @@ function freshCache(): ProgramCache {
   return new ProgramCache({ disk: dir, onWarning: () => {} });
 }
 
-function identical(a: EvalValue, b: EvalValue): boolean {
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return (
-      Array.isArray(a) &&
-      Array.isArray(b) &&
-      a.length === b.length &&
-      a.every((x, i) => identical(x, b[i]!))
-    );
-  }
-  return literalsIdentical(a, b);
-}
 
 /** Every name in the module changed (instructions and computations), nothing else. */
 function renamed(m: Module): Module {

@@ -11,27 +11,17 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type ComputationBuilder, ModuleBuilder } from "../../ir/builder.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
-import { literal, type Literal, literalsIdentical } from "../../ir/literal.ts";
+import { literal, type Literal } from "../../ir/literal.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { printHlo } from "../../ir/print.ts";
 import { arrayShape, scalarShape, tupleShape } from "../../ir/shape.ts";
 import { UnsupportedError } from "../../runtime/backend.ts";
 import { jsBackend } from "../../runtime/js/backend.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
+import { identical } from "./fixtures/op_cases.ts";
 
 const RUNS = { numRuns: 40 };
 
-function identical(a: EvalValue, b: EvalValue): boolean {
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return (
-      Array.isArray(a) &&
-      Array.isArray(b) &&
-      a.length === b.length &&
-      a.every((x, i) => identical(x, b[i]!))
-    );
-  }
-  return literalsIdentical(a, b);
-}
 
 const show = (v: EvalValue): string =>
   Array.isArray(v) ? `(${v.map(show).join(", ")})` : v.toString();

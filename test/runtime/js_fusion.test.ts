@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { type ComputationBuilder, ModuleBuilder } from "../../ir/builder.ts";
 import { cloneModule } from "../../ir/clone.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
-import { literal, type Literal, literalsIdentical, type ScalarValue } from "../../ir/literal.ts";
+import { literal, type Literal, type ScalarValue } from "../../ir/literal.ts";
 import type { Computation, Instruction, Module } from "../../ir/module.ts";
 import { printHlo } from "../../ir/print.ts";
 import { arrayShape, type ElementType, scalarShape } from "../../ir/shape.ts";
@@ -21,22 +21,13 @@ import { fusionPasses } from "../../passes/fuse.ts";
 import { jsBackend, type JsExecutable } from "../../runtime/js/backend.ts";
 import { setLogTopics } from "../../util/log.ts";
 import { CORPUS } from "../ir/corpus/models.ts";
+import { fusedModule as fusedCase, type Kind } from "./fixtures/fusion_cases.ts";
+import { identical } from "./fixtures/op_cases.ts";
 
 const RUNS = { numRuns: 40 };
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-function identical(a: EvalValue, b: EvalValue): boolean {
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return (
-      Array.isArray(a) &&
-      Array.isArray(b) &&
-      a.length === b.length &&
-      a.every((x, i) => identical(x, b[i]!))
-    );
-  }
-  return literalsIdentical(a, b);
-}
 
 const show = (v: EvalValue): string =>
   Array.isArray(v) ? `(${v.map(show).join(", ")})` : v.toString();
@@ -79,20 +70,15 @@ function arbLit(t: ElementType, dims: readonly number[]): fc.Arbitrary<Literal> 
 const bcast = (b: ComputationBuilder, v: number, dims: number[], t: ElementType = "f32") =>
   b.broadcast(b.scalar(t, v), dims, []);
 
-/** One fusion of `kind` over parameters of `shapes`, called from the entry. */
+/** One fusion of `kind` over the inputs' shapes (fusion_cases' module), and the fused computation. */
 function fusedModule(
   name: string,
-  kind: "kLoop" | "kInput" | "kOutput" | "kCustom",
+  kind: Kind,
   inputs: readonly Literal[],
   body: (b: ComputationBuilder, ps: Instruction[], mb: ModuleBuilder) => Instruction,
 ): { module: Module; fused: Computation } {
-  const mb = new ModuleBuilder(name);
-  const shapes = inputs.map((x) => arrayShape(x.type, x.dims));
-  const fused = mb.computation(`fused_${name}`, (b) =>
-    body(b, shapes.map((s) => b.parameter(s)), mb),
-  );
-  mb.entry("main", (b) => b.fusion(shapes.map((s) => b.parameter(s)), fused, kind));
-  return { module: mb.build(), fused };
+  const module = fusedCase(name, kind, inputs, body);
+  return { module, fused: module.computations.find((c) => c.name === `fused_${name}`)! };
 }
 
 afterEach(() => {
