@@ -252,6 +252,9 @@ int main(int argc, char** argv) {
   /* large: several K blocks, several N blocks, thread splits */
   run_case(1, 300, 1100, 1100, 300, 1100, 1100, 1, 0, 1);
   run_case(1, 611, 257, 600, 600, 250, 599, 1, 1, 1);
+  /* the large core (rows, columns and depth >= 512): at 3 threads a task has fewer rows and
+   * takes the other core, whose values must be the same (one K blocking for every core) */
+  run_case(1, 1030, 1045, 700, 1029, 1041, 700, 1, 1, 1);
   run_case(12, 128, 128, 64, 128, 128, 64, 1, 0, 1);
   run_case(2, 1, 1, 5000, 1, 1, 5000, 1, 0, 0);
   for (int c = 0; c < cases; c++) {
