@@ -11,6 +11,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
-    env: { KILN_CACHE_DIR: cacheDir },
+    // Native results start as 0xFF bytes, so an element a program leaves unwritten shows
+    // (test/runtime/native_results.test.ts).
+    env: { KILN_CACHE_DIR: cacheDir, KILN_NATIVE_UNINIT_MIN: "0", KILN_NATIVE_POISON_RESULTS: "1" },
   },
 });

@@ -196,14 +196,14 @@ export class Tensor {
       const decode = dtype === "float16" ? f16BitsToNumber : bf16BitsToNumber;
       return Float32Array.from(storage as Uint16Array, decode);
     }
-    return (storage as Float32Array | Int32Array | BigInt64Array | Uint8Array).slice();
+    return copyOf(storage as Float32Array | Int32Array | BigInt64Array | Uint8Array);
   }
 
   /** The stored bytes, little-endian (float16/bfloat16 as their 16 bits): safetensors' layout. */
   toBytes(): Uint8Array {
     assertLittleEndian();
     const s = this.realize("toBytes").storage;
-    return new Uint8Array(s.buffer, s.byteOffset, s.byteLength).slice();
+    return copyOf(new Uint8Array(s.buffer, s.byteOffset, s.byteLength));
   }
 
   toString(): string {
@@ -290,4 +290,19 @@ function assertLittleEndian(): void {
 /** Throws unless this platform is little-endian (typed arrays then match the byte layout). */
 export function checkLittleEndian(): void {
   assertLittleEndian();
+}
+
+/**
+ * A copy of a typed array in an ArrayBuffer of its own. From 64 KiB up the new memory is not
+ * cleared first (Buffer.allocUnsafe, its own ArrayBuffer above 4 KiB): the copy overwrites every
+ * byte, and clearing a large result before copying it cost as much as the copy.
+ */
+function copyOf<T extends Float32Array | Int32Array | BigInt64Array | Uint8Array>(a: T): T {
+  if (a.byteLength < 64 * 1024 || typeof Buffer === "undefined") return a.slice() as T;
+  const b = Buffer.allocUnsafe(a.byteLength);
+  if (b.byteOffset !== 0 || b.buffer.byteLength !== a.byteLength) return a.slice() as T;
+  const ctor = a.constructor as new (buffer: ArrayBuffer, offset: number, length: number) => T;
+  const out = new ctor(b.buffer as ArrayBuffer, 0, a.length);
+  (out as unknown as { set(src: T): void }).set(a);
+  return out;
 }

@@ -15,15 +15,29 @@ export function leafData(v: EvalValue, out: LiteralData[]): void {
 }
 
 /** Fresh (zeroed) result buffers for a root shape, in leaf order, appended to `out`. */
-export function allocResults(s: Shape, out: LiteralData[]): void {
+export function allocResults(s: Shape, out: LiteralData[], alloc?: ResultAllocator): void {
   if (s.kind === "tuple") {
-    s.elements.forEach((e) => allocResults(e, out));
+    s.elements.forEach((e) => allocResults(e, out, alloc));
     return;
   }
   const n = s.dims.reduce((a, b) => a * b, 1);
-  const ctor = globalThis[elementInfo(s.type).storage] as unknown as new (n: number) => LiteralData;
-  out.push(new ctor(n));
+  const ctor = globalThis[elementInfo(s.type).storage] as unknown as StorageCtor;
+  const buffer = alloc?.(n * ctor.BYTES_PER_ELEMENT);
+  out.push(buffer === undefined ? new ctor(n) : new ctor(buffer, 0, n));
 }
+
+type StorageCtor = {
+  new (n: number): LiteralData;
+  new (buffer: ArrayBuffer, offset: number, length: number): LiteralData;
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+/**
+ * Where a backend's result buffers come from: an ArrayBuffer of at least `bytes` bytes, or
+ * undefined for a fresh zeroed typed array. A backend whose programs write every element of
+ * every result may hand out memory that is not cleared first (native, for large results).
+ */
+export type ResultAllocator = (bytes: number) => ArrayBuffer | undefined;
 
 /** The result buffers (from `at.i` on) as the root's value tree. */
 export function resultValue(s: Shape, bufs: readonly LiteralData[], at: { i: number }): EvalValue {

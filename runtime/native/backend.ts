@@ -50,7 +50,7 @@ import { encodeProgram } from "./encode.ts";
 import { defaultLibCache } from "./libcache.ts";
 import { CKernelRenderer, renderLibrary, renderSortKernel } from "./render_c.ts";
 import { compileSharedObjects, nativeStatus, privateTempDir, toolchain } from "./toolchain.ts";
-import { allocResults, leafData, resultValue } from "../kernel/io.ts";
+import { allocResults, leafData, resultValue, type ResultAllocator } from "../kernel/io.ts";
 
 /** Bumped when generated kernels or the program encoding change meaning (cache keys). */
 export const NATIVE_CODEGEN_VERSION = 3;
@@ -259,7 +259,11 @@ function unit(key: string): { handle: LibraryHandle; names: readonly string[] } 
 const GENERIC_BELOW_ELEMENTS = 1 << 16;
 
 /** Test seam: force shape-generic ("always") or static ("never") lowering of programs. */
-export const nativeTesting: { generic: "auto" | "always" | "never" } = { generic: "auto" };
+export const nativeTesting: {
+  generic: "auto" | "always" | "never";
+  /** The result allocator programs use (undefined: a fresh zeroed typed array). */
+  readonly resultBuffer: ResultAllocator;
+} = { generic: "auto", resultBuffer: (bytes) => uninitializedResult(bytes) };
 
 function smallProgram(module: Module): boolean {
   if (nativeTesting.generic !== "auto") return nativeTesting.generic === "always";
@@ -353,6 +357,32 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
 }
 
 /** An executable over an encoded program and its kernel functions. */
+/**
+ * Results of at least this many bytes are allocated without clearing: a program writes every
+ * element of every result, and a zero-filled 16 MiB result cost the elementwise chain a third of
+ * its call (the allocator clears memory it reuses, at memory bandwidth, before the kernel
+ * overwrites it). Buffer.allocUnsafe gives an ArrayBuffer of its own above 4 KiB, owned and freed
+ * by V8 like any other. KILN_NATIVE_UNINIT_MIN (bytes) overrides the size; the tests set it to 0
+ * with KILN_NATIVE_POISON_RESULTS=1 (each such buffer filled with 0xFF bytes, a NaN or -1 in every
+ * element) to show that no program leaves a result element unwritten.
+ */
+const UNINIT_MIN_BYTES = 64 * 1024;
+let uninitMin: number | undefined;
+let poison = false;
+const uninitializedResult: ResultAllocator = (bytes) => {
+  if (uninitMin === undefined) {
+    const v = process.env["KILN_NATIVE_UNINIT_MIN"];
+    uninitMin = v !== undefined && /^\d+$/.test(v) ? Number(v) : UNINIT_MIN_BYTES;
+    poison = process.env["KILN_NATIVE_POISON_RESULTS"] === "1";
+  }
+  if (bytes < uninitMin || bytes === 0) return undefined;
+  if (poison) return new Uint8Array(bytes).fill(0xff).buffer;
+  // Under 4 KiB allocUnsafe slices a shared pool: never hand that out as a result's buffer.
+  if (bytes < 4096 || typeof Buffer === "undefined") return undefined;
+  const b = Buffer.allocUnsafe(bytes);
+  return b.byteOffset === 0 && b.buffer.byteLength === bytes ? (b.buffer as ArrayBuffer) : undefined;
+};
+
 function instantiate(
   module: Module | (() => Module),
   encoded: { code: BigInt64Array; consts: readonly ArrayBufferView[]; steps: readonly string[] },
@@ -395,7 +425,7 @@ function instantiate(
       const args: LiteralData[] = [];
       for (const v of inputs) leafData(v, args);
       const results: LiteralData[] = [];
-      allocResults(root, results);
+      allocResults(root, results, uninitializedResult);
       a.runProgram(handle, args, results);
       return resultValue(root, results, { i: 0 });
     },
