@@ -9,13 +9,16 @@
 // is not the user's alone is not used, with a warning naming it and why; a missing secret is
 // made anew (old entries then fail their MAC), a damaged one refused, never replaced; processes
 // racing on a fresh directory agree on one secret; a read-only directory keeps serving its
-// entries. The native library cache's planted .so tests are in native_libcache.test.ts.
+// entries. Natively, kernel libraries replaced by a planted .so never load (a program whose
+// libraries fail their MAC is recompiled); the store-level .so forgeries are in
+// native_libcache.test.ts.
 
 import { spawn } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import {
   chmodSync,
   chownSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -39,6 +42,7 @@ import { entryFileName, FORMAT_VERSION, SECRET_NAME } from "../../runtime/cache_
 import { compileKeyOptions, compileModule } from "../../runtime/compile.ts";
 import { jsBackend } from "../../runtime/js/backend.ts";
 import { PAYLOAD_HEADER_BYTES } from "../../runtime/js/payload.ts";
+import { compileSharedObjects, findCompiler } from "../../runtime/native/toolchain.ts";
 import { binaryModule } from "./fixtures/cache_trust_modules.ts";
 import { FakeBackend } from "./fixtures/fake_backend.ts";
 
@@ -46,6 +50,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "..", "..");
 const worker = join(here, "fixtures", "cache_trust_worker.ts");
 const isRoot = process.getuid?.() === 0;
+const ci = process.env["CI"] !== undefined && !["", "0", "false"].includes(process.env["CI"]!);
+const haveCompiler = findCompiler().ok;
 
 let root: string;
 let dir: string;
@@ -93,11 +99,15 @@ interface WorkerOut {
 }
 
 /** A new node process that compiles or loads `ops` from `dir` and runs them. */
-function runWorker(ops: readonly Op[]): Promise<WorkerOut> {
+function runWorker(
+  ops: readonly Op[],
+  backend = "js",
+  env: NodeJS.ProcessEnv = {},
+): Promise<WorkerOut> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ["--import", "tsx", worker, dir, ops.join(",")], {
+    const p = spawn(process.execPath, ["--import", "tsx", worker, dir, ops.join(","), backend], {
       cwd: repoRoot,
-      env: { ...process.env, KILN_LOGS: "cache" },
+      env: { ...process.env, KILN_LOGS: "cache", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
@@ -203,7 +213,8 @@ describe("planted code in an entry never runs", () => {
     populate(["add"]);
     const e = splitEntry(readFileSync(entryPath("add")));
     const control = join(root, "CONTROL");
-    const exe = jsBackend.deserialize!(moduleFromProto(e.proto), plantedPayload(e.payload, control));
+    const payload = plantedPayload(e.payload, control);
+    const exe = jsBackend.deserialize!(moduleFromProto(e.proto), payload);
     expect(run(exe)).toEqual(SUM);
     expect(existsSync(control)).toBe(true);
     expect(existsSync(marker)).toBe(false);
@@ -269,7 +280,7 @@ describe("planted code in an entry never runs", () => {
       writeFileSync(file, f.file(splitEntry(readFileSync(file))), { mode: 0o600 });
       const r = await runWorker(["add"]);
       expect(existsSync(marker)).toBe(false);
-      expect(r.runs["add"]).toEqual({ hit: "miss", result: SUM });
+      expect(r.runs["add"]).toEqual({ hit: "miss", backend: "js", result: SUM });
       expect(r.stats.discarded).toBe(1);
       expect(r.stats.discardReasons[f.reason as keyof typeof r.stats.discardReasons]).toBe(1);
       expect(r.stderr).toContain(`[kiln:cache] discard ${file}: ${f.reason}: `);
@@ -285,7 +296,7 @@ describe("planted code in an entry never runs", () => {
     writeFileSync(file, v1Entry(e.keyText, bodyOf(e.proto, plantedPayload(e.payload, marker))));
     expect((await runWorker(["add"])).runs["add"]!.hit).toBe("miss");
     const again = await runWorker(["add"]);
-    expect(again.runs["add"]).toEqual({ hit: "disk", result: SUM });
+    expect(again.runs["add"]).toEqual({ hit: "disk", backend: "js", result: SUM });
     expect(again.stats.discarded).toBe(0);
     expect(existsSync(marker)).toBe(false);
   }, 60_000);
@@ -309,8 +320,8 @@ describe("an entry serves only the key it was written for", () => {
       writeFileSync(fs, swapped(s, a));
       const r = await runWorker(["add", "subtract"]);
       expect(r.runs).toEqual({
-        add: { hit: "miss", result: SUM },
-        subtract: { hit: "miss", result: DIFFERENCE },
+        add: { hit: "miss", backend: "js", result: SUM },
+        subtract: { hit: "miss", backend: "js", result: DIFFERENCE },
       });
       expect(r.stats.discardReasons.mac).toBe(2);
     }
@@ -325,7 +336,7 @@ describe("an entry serves only the key it was written for", () => {
     const body = bodyOf(junk, e.payload);
     writeFileSync(file, Buffer.concat([e.header, body, e.mac]));
     const r = await runWorker(["add"]);
-    expect(r.runs["add"]).toEqual({ hit: "miss", result: SUM });
+    expect(r.runs["add"]).toEqual({ hit: "miss", backend: "js", result: SUM });
     expect(r.stats.discardReasons.mac).toBe(1);
     // and in this process, with a recomputed SHA-256 in the MAC's place
     writeFileSync(file, v2Entry(e.keyText, bodyOf(junk, e.payload), sha256));
@@ -342,6 +353,73 @@ function lengthOf(body: Buffer): Buffer {
   b.writeBigUInt64LE(BigInt(body.length), 0);
   return b;
 }
+
+// ---- Native: a planted shared object never loads --------------------------------------------
+
+// A planted library's constructor runs the moment anything dlopens it, so its marker file is
+// proof that planted bytes reached the loader (native_libcache.test.ts proves the marker works
+// and covers every forgery at the store's level; this is the whole path, in new processes).
+describe.runIf(haveCompiler || ci)("native: a planted kernel library never loads", () => {
+  it("kernels replaced by a planted .so, hashes recomputed: no marker, the right sum", async () => {
+    const cacheRoot = join(root, "cache");
+    const libs = join(cacheRoot, "native");
+    mkdirSync(libs, { recursive: true, mode: 0o700 });
+    // The runtime addon another test file may have built: its entry and the secret it is MAC'd
+    // under, so this test need not build the addon again (it does when there is none).
+    const shared = process.env["KILN_CACHE_DIR"];
+    if (shared !== undefined && existsSync(join(shared, "native", SECRET_NAME))) {
+      for (const n of readdirSync(join(shared, "native"))) {
+        if (n === SECRET_NAME || n.endsWith(".klib")) {
+          copyFileSync(join(shared, "native", n), join(libs, n));
+          chmodSync(join(libs, n), 0o600);
+        }
+      }
+    }
+    dir = join(cacheRoot, "programs");
+    const env = { KILN_CACHE_DIR: cacheRoot };
+    const first = await runWorker(["add"], "native", env);
+    expect(first.runs["add"]).toMatchObject({ backend: "native", result: SUM });
+
+    const lib = (body: string) =>
+      '#include "kiln_rt.h"\n#include <stdio.h>\n' +
+      body +
+      "static const char* const n[] = {0};\nstatic const void* const f[] = {0};\n" +
+      "KILN_EXPORT const KilnLibrary kiln_library_v1 = {KILN_ABI_VERSION, 0, n, f, 0};\n";
+    const plant =
+      `static void mark(void) { FILE* m = fopen(${JSON.stringify(marker)}, "w"); ` +
+      "if (m) fclose(m); }\n__attribute__((constructor)) static void planted(void) { mark(); }\n";
+    const so = join(root, "planted.so");
+    const built = compileSharedObjects([{ source: lib(plant), out: so }]);
+    expect(built[0]!.ok, built[0]!.stderr).toBe(true);
+    const planted = readFileSync(so);
+
+    // Every kernel library entry becomes the planted .so in the store's own layout, with a
+    // SHA-256 over header and body where the MAC goes (all an attacker without the secret has).
+    let kernels = 0;
+    for (const n of readdirSync(libs).filter((x) => x.endsWith(".klib"))) {
+      const bytes = readFileSync(join(libs, n));
+      const keyLength = bytes.readUInt32LE(12);
+      const key = bytes.toString("utf8", 16, 16 + keyLength);
+      if (!key.startsWith("kiln-native-kernels/")) continue;
+      kernels++;
+      const head = Buffer.from(bytes.subarray(0, 16 + keyLength + 8));
+      head.writeBigUInt64LE(BigInt(planted.length), 16 + keyLength);
+      const signed = Buffer.concat([head, planted]);
+      writeFileSync(join(libs, n), Buffer.concat([signed, sha256(signed)]), { mode: 0o600 });
+    }
+    expect(kernels).toBeGreaterThan(0);
+
+    const second = await runWorker(["add"], "native", env);
+    expect(existsSync(marker)).toBe(false);
+    expect(second.runs["add"]).toEqual({ hit: "miss", backend: "native", result: SUM });
+    // the program entry named libraries that failed their MAC: it could not load
+    expect(second.stats.discardReasons.undecodable).toBe(1);
+    expect(second.stderr).toMatch(/native: discarded [0-9a-f]{64}\.klib: mac: /);
+    const third = await runWorker(["add"], "native", env);
+    expect(third.runs["add"]).toEqual({ hit: "disk", backend: "native", result: SUM });
+    expect(existsSync(marker)).toBe(false);
+  }, 300_000);
+});
 
 // ---- Ownership and modes ---------------------------------------------------------------------
 
