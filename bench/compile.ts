@@ -35,7 +35,7 @@ import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
 import { fullConfig, GPT2, inputs } from "../models/gpt2.ts";
 import { optimizationPipeline } from "../passes/index.ts";
-import { decodeEntry } from "../runtime/cache_disk.ts";
+import { decodeEntry, SECRET_NAME } from "../runtime/cache_disk.ts";
 import type { CacheKeyOptions, CacheResult } from "../runtime/cache.ts";
 import { compileKeyOptions, compileModule } from "../runtime/compile.ts";
 import {
@@ -161,7 +161,8 @@ function warmParts(module: Module, dir: string): [string, number][] {
   if (!file) throw new Error(`bench: no entry in ${dir}`);
   const [entry, readMs] = timed(() => {
     const bytes = readFileSync(join(dir, file));
-    const d = decodeEntry(bytes, key); // includes the SHA-256 of the body
+    const secret = readFileSync(join(dir, SECRET_NAME));
+    const d = decodeEntry(secret, bytes, key); // includes the MAC over key, header and body
     if (!d.ok) throw new Error(`bench: entry unreadable: ${d.reason}: ${d.detail}`);
     return { ...d, size: bytes.length };
   });

@@ -1,11 +1,13 @@
 // The program cache: compiled executables keyed by the module's fingerprint, the backend, the
 // Kiln version and a hash of every option that changes generated code; kept in memory (LRU by
-// entry count) and on disk (runtime/cache_disk.ts: checksummed entries, atomic writes, LRU by
-// mtime within a byte budget). An entry stores the compiled module's proto next to the backend's
-// payload (unless it is the key's module itself), so a caller can key on the module before its
-// passes and hand them over as `prepare`: a hit, in memory or on disk, runs neither the passes
-// nor codegen. Disk failures never fail a compile: the cache warns once and carries on in
-// memory. KILN_LOGS=cache narrates hits, misses, writes, evictions and discards with reasons.
+// entry count) and on disk (runtime/cache_disk.ts: a directory only the user can write, entries
+// MAC'd under a per-user secret, atomic writes, LRU by mtime within a byte budget). An entry
+// stores the compiled module's proto next to the backend's payload (unless it is the key's
+// module itself), so a caller can key on the module before its passes and hand them over as
+// `prepare`: a hit, in memory or on disk, runs neither the passes nor codegen. Disk failures
+// never fail a compile: an untrusted directory is not used (a warning says why), a directory
+// that refuses writes or mtime updates still serves reads, and the cache carries on in memory.
+// KILN_LOGS=cache narrates hits, misses, writes, evictions and discards with reasons.
 
 import { createHash } from "node:crypto";
 import { readFileSync, type Stats } from "node:fs";
@@ -21,10 +23,10 @@ import {
   type DiscardReason,
   type DiskEntry,
   DiskStore,
-  encodeEntry,
   entryFileName,
   errorCode,
   FORMAT_VERSION,
+  isReadOnlyError,
   keyText,
   type ProgramKey,
   type ReadResult,
@@ -145,6 +147,8 @@ export interface ProgramCacheOptions {
   kilnVersion?: string;
   /** Where disk problems are reported (default: process.emitWarning, code KILN_CACHE). */
   onWarning?: (message: string) => void;
+  /** How a disk hit's mtime is refreshed (default utimesSync); tests simulate EROFS with it. */
+  touch?: (path: string, seconds: number) => void;
 }
 
 export type CacheHit = "memory" | "disk" | "miss";
@@ -181,8 +185,10 @@ export interface CacheInfo {
   readonly dir: string | undefined;
   /** Whether the disk is in use now. */
   readonly disk: boolean;
-  /** Why the disk is not in use, when it was asked for and failed. */
+  /** Why the disk is not in use, when it was asked for and failed (or is not trusted). */
   readonly diskDisabled: string | undefined;
+  /** Why new entries are not written, when the disk serves reads only. */
+  readonly diskWritesDisabled: string | undefined;
   readonly maxBytes: number;
   readonly diskEntries: number;
   readonly diskBytes: number;
@@ -209,6 +215,7 @@ export class ProgramCache {
   private readonly maxBytes: number;
   private readonly store: DiskStore | undefined;
   private diskDisabled: string | undefined;
+  private writesDisabled: string | undefined;
   private readonly memoryMap = new Map<string, Executable>();
   private readonly warned = new Set<string>();
   private readonly warn: (message: string) => void;
@@ -236,7 +243,7 @@ export class ProgramCache {
     }
     const disk = opts.disk ?? true;
     const dir = disk === true ? defaultProgramDir() : disk === false ? undefined : disk;
-    this.store = dir !== undefined ? new DiskStore(dir, this.maxBytes) : undefined;
+    this.store = dir !== undefined ? new DiskStore(dir, this.maxBytes, opts.touch) : undefined;
     this.warn =
       opts.onWarning ?? ((m: string) => process.emitWarning(m, { code: "KILN_CACHE" }));
   }
@@ -327,9 +334,10 @@ export class ProgramCache {
 
   /** The disk entries, most recently used first, with any problem their header shows. */
   entries(): DiskEntry[] {
-    if (!this.store || this.diskDisabled !== undefined) return [];
+    const store = this.usableStore();
+    if (!store) return [];
     try {
-      return this.store.list(this.kilnVersion);
+      return store.list(this.kilnVersion);
     } catch (e) {
       this.disableDisk("cannot list", e);
       return [];
@@ -341,9 +349,10 @@ export class ProgramCache {
     const memory = this.memoryMap.size;
     this.memoryMap.clear();
     let disk = 0;
-    if (this.store && this.diskDisabled === undefined) {
+    const store = this.usableStore();
+    if (store) {
       try {
-        disk = this.store.clear();
+        disk = store.clear();
       } catch (e) {
         this.disableDisk("cannot clear", e);
       }
@@ -354,9 +363,10 @@ export class ProgramCache {
 
   info(): CacheInfo {
     let usage = { entries: 0, bytes: 0 };
-    if (this.store && this.diskDisabled === undefined) {
+    const store = this.usableStore();
+    if (store) {
       try {
-        usage = this.store.usage();
+        usage = store.usage();
       } catch (e) {
         this.disableDisk("cannot read", e);
       }
@@ -370,6 +380,7 @@ export class ProgramCache {
       dir: this.store?.dir,
       disk: this.store !== undefined && this.diskDisabled === undefined,
       diskDisabled: this.diskDisabled,
+      diskWritesDisabled: this.writesDisabled,
       maxBytes: this.maxBytes,
       diskEntries: usage.entries,
       diskBytes: usage.bytes,
@@ -388,16 +399,40 @@ export class ProgramCache {
     }
   }
 
-  private diskFor(b: Backend): DiskStore | undefined {
+  // The store, once its directory is trusted (checked, and its secret read, on first use);
+  // an untrusted directory turns the disk off for this cache with a warning saying why.
+  private usableStore(): DiskStore | undefined {
     if (!this.store || this.diskDisabled !== undefined) return undefined;
+    const t = this.store.trust();
+    if (!t.ok) {
+      this.diskDisabled = `not trusted: ${t.why}`;
+      log("cache", `disk off: ${this.store.dir}: ${t.why}`);
+      this.warnOnce(
+        "disk",
+        `Kiln program cache: the directory ${this.store.dir} is not used: ${t.why}; caching ` +
+          `in memory only for this process (the directory must be the user's own and not ` +
+          `writable by group or others)`,
+      );
+      return undefined;
+    }
+    return this.store;
+  }
+
+  private warnOnce(id: string, message: string): void {
+    if (this.warned.has(id)) return;
+    this.warned.add(id);
+    this.warn(message);
+  }
+
+  private diskFor(b: Backend): DiskStore | undefined {
     if (!b.serialize || !b.deserialize) {
-      if (!this.warned.has(`noserialize:${b.name}`)) {
+      if (this.store && !this.warned.has(`noserialize:${b.name}`)) {
         this.warned.add(`noserialize:${b.name}`);
         log("cache", `backend '${b.name}' has no serialize/deserialize: memory only`);
       }
       return undefined;
     }
-    return this.store;
+    return this.usableStore();
   }
 
   private loadFromDisk(key: ProgramKey, b: Backend, keyModule: Module): Executable | undefined {
@@ -413,6 +448,13 @@ export class ProgramCache {
     }
     if (r.kind === "missing") return undefined;
     if (r.kind === "bad") {
+      if (r.reason === "untrusted") {
+        this.warnOnce(
+          `entry:${store.path(name)}`,
+          `Kiln program cache: the entry ${store.path(name)} is not used: ${r.detail}; it is ` +
+            `deleted and the program compiled again`,
+        );
+      }
       this.discard(store, name, r.stat, r.reason, r.detail);
       return undefined;
     }
@@ -431,14 +473,17 @@ export class ProgramCache {
         exe = b.deserialize(moduleFromProto(r.moduleProto), r.payload);
       }
     } catch (e) {
-      // The bytes are what was written (the checksum matched), but this build cannot load them.
+      // The bytes are what was written (the MAC matched), but this build cannot load them.
       this.discard(store, name, r.stat, "undecodable", errText(e));
       return undefined;
     }
     try {
       store.touch(name);
     } catch (e) {
-      this.disableDisk("cannot update", e);
+      // A read-only filesystem (EROFS) or a file the user may not stamp costs LRU accuracy
+      // only: the entry was read and verified, and later reads work the same.
+      const why = errorCode(e) ?? errText(e);
+      log("cache", `cannot refresh the mtime of ${store.path(name)}: ${why}`);
     }
     log("cache", () => `hit disk ${describeKey(key)} ${store.path(name)}`);
     return exe;
@@ -457,26 +502,27 @@ export class ProgramCache {
     try {
       store.discard(name, stat);
     } catch (e) {
-      this.disableDisk("cannot delete a bad entry in", e);
+      // A read-only directory keeps the bad entry; it is discarded again on every read, never
+      // used, and reads of good entries go on.
+      log("cache", `cannot delete ${store.path(name)}: ${errorCode(e) ?? errText(e)}`);
     }
   }
 
   private saveToDisk(key: ProgramKey, b: Backend, exe: Executable, keyModule: Module): void {
     const store = this.diskFor(b);
-    if (!store || !b.serialize) return;
+    if (!store || !b.serialize || this.writesDisabled !== undefined) return;
     let bytes: Uint8Array;
     try {
       // An empty module proto is no valid module (it has no entry), so it can mean "the key's".
       const moduleBytes = exe.module === keyModule ? new Uint8Array(0) : moduleToProto(exe.module);
-      bytes = encodeEntry(keyText(key), moduleBytes, b.serialize(exe));
+      bytes = store.encode(keyText(key), moduleBytes, b.serialize(exe));
     } catch (e) {
       // A program the backend cannot serialize still runs; it just is not kept on disk.
-      const what = `serialize:${b.name}`;
-      if (!this.warned.has(what)) {
-        this.warned.add(what);
-        this.warn(`Kiln program cache: cannot serialize a '${b.name}' program for the disk ` +
-          `cache (${errText(e)}); such programs are cached in memory only`);
-      }
+      this.warnOnce(
+        `serialize:${b.name}`,
+        `Kiln program cache: cannot serialize a '${b.name}' program for the disk ` +
+          `cache (${errText(e)}); such programs are cached in memory only`,
+      );
       return;
     }
     const name = entryFileName(key);
@@ -493,8 +539,24 @@ export class ProgramCache {
         log("cache", `evict ${store.path(gone)} (least recently used, over ${this.maxBytes} B)`);
       }
     } catch (e) {
-      this.disableDisk("cannot write", e);
+      this.disableWrites(e);
     }
+  }
+
+  // A directory that refuses writes (read-only filesystem, no permission, full disk) still
+  // serves the entries it has: only writing stops.
+  private disableWrites(e: unknown): void {
+    const dir = this.store?.dir ?? "?";
+    const code = errorCode(e);
+    const why = `${code !== undefined ? `${code}: ` : ""}${errText(e)}`;
+    this.writesDisabled = `cannot write ${dir}: ${why}`;
+    log("cache", `disk writes off: ${this.writesDisabled}`);
+    this.warnOnce(
+      "writes",
+      `Kiln program cache: ${this.writesDisabled}; its entries are still read, new programs ` +
+        `are cached in memory only for this process` +
+        (isReadOnlyError(e) ? "" : " (set KILN_CACHE_DIR to a writable directory)"),
+    );
   }
 
   private disableDisk(what: string, e: unknown): void {
@@ -502,13 +564,11 @@ export class ProgramCache {
     const code = errorCode(e);
     this.diskDisabled = `${what} ${dir}: ${code !== undefined ? `${code}: ` : ""}${errText(e)}`;
     log("cache", `disk off: ${this.diskDisabled}`);
-    if (!this.warned.has("disk")) {
-      this.warned.add("disk");
-      this.warn(
-        `Kiln program cache: ${this.diskDisabled}; caching in memory only for this process ` +
-          `(set KILN_CACHE_DIR to a writable directory, or turn the disk cache off)`,
-      );
-    }
+    this.warnOnce(
+      "disk",
+      `Kiln program cache: ${this.diskDisabled}; caching in memory only for this process ` +
+        `(set KILN_CACHE_DIR to a writable directory, or turn the disk cache off)`,
+    );
   }
 }
 

@@ -1,20 +1,30 @@
-// The on-disk half of the program cache: the entry file format and the directory of entries.
-// One file per program, named by a hash of the version-independent part of its key, so a newer
-// Kiln finds (and replaces) an older Kiln's entry instead of leaking it. A file is a header
-// (magic, format version, the full key, the body's length and SHA-256) and the body; every check
-// runs before a single byte of the body is handed to a backend, so a damaged, truncated, foreign
-// or stale entry is discarded and recompiled, never executed. Writers go through a temp file in
-// the same directory (write, fsync, rename), so concurrent processes and crashed writers never
-// leave a partial entry where a reader can see it. Recency is the file's mtime (set on write and
-// on every hit), which needs no shared index for concurrent processes to corrupt.
+// The on-disk half of the program cache: the entry file format, the directory of entries, and
+// the trust both disk caches (this one and the native library cache, runtime/native/libcache.ts)
+// place in a directory. What an entry holds is code that runs (generated JS, the step list that
+// names compiled libraries), so the store is trusted the way ccache's and Python's bytecode
+// caches are, plus a MAC: the directory is created 0700 and used only if it is the user's own
+// and not writable by group or others (not a symbolic link), an entry file likewise, and every
+// entry carries an HMAC-SHA256, keyed by a per-user secret file in the directory (0600, created
+// once, atomically), over the key it is read for, its header and its body, module proto
+// included. Without the secret nobody can make an entry this store accepts, and an entry written
+// for one key never serves another. The secret is read once and kept in memory, so a directory
+// swapped after the check cannot bring its own. One file per program, named by a hash of the
+// version-independent part of its key, so a newer Kiln finds (and replaces) an older Kiln's
+// entry instead of leaking it; every check runs before a single byte of the body is handed to a
+// backend, so a damaged, truncated, foreign, stale or forged entry is discarded and recompiled,
+// never executed. Writers go through a temp file in the same directory (write, fsync, rename),
+// so concurrent processes and crashed writers never leave a partial entry where a reader can see
+// it. Recency is the file's mtime (set on write and on every hit), which needs no shared index
+// for concurrent processes to corrupt.
 
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import {
   closeSync,
   constants,
   fstatSync,
   fsyncSync,
   futimesSync,
+  linkSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -24,20 +34,29 @@ import {
   renameSync,
   unlinkSync,
   utimesSync,
+  writeFileSync,
   writeSync,
   type Stats,
 } from "node:fs";
 import { join } from "node:path";
 
-/** Bumped whenever the layout of an entry file changes; older entries read as stale. */
-export const FORMAT_VERSION = 1;
+/**
+ * Bumped whenever the layout of an entry file changes; older entries read as stale. 2: the
+ * body's SHA-256 gave way to an HMAC over key, header and body.
+ */
+export const FORMAT_VERSION = 2;
 export const ENTRY_SUFFIX = ".kprog";
+/** The per-user secret's file name in a trusted cache directory. */
+export const SECRET_NAME = "secret";
+export const SECRET_BYTES = 32;
 
 const MAGIC = Buffer.from("KILNPROG", "latin1");
 // magic (8) + format (u32) + key length (u32)
 const FIXED_HEADER = 16;
-// body length (u64) + SHA-256 (32)
-const TRAILING_HEADER = 40;
+// body length (u64)
+const BODY_LENGTH_BYTES = 8;
+const MAC_BYTES = 32;
+const MAC_DOMAIN = Buffer.from("kiln-program\0", "latin1");
 // A real key is a few hundred bytes; a huge length means the header is garbage.
 const MAX_KEY_BYTES = 64 * 1024;
 // Temp files of writers that died mid-write are removed once they are this old.
@@ -45,6 +64,8 @@ const TEMP_MAX_AGE_MS = 10 * 60 * 1000;
 
 const ENTRY_NAME = /^[0-9a-f]{64}\.kprog$/;
 const TEMP_NAME = /^\.[0-9a-f]{64}\.kprog\.\d+\.[0-9a-f]{16}\.tmp$/;
+/** Temp files of a secret being created (swept like entry temp files). */
+export const SECRET_TEMP_NAME = /^\.secret\.\d+\.[0-9a-f]{16}\.tmp$/;
 
 /** Why an entry file was thrown away. */
 export type DiscardReason =
@@ -53,7 +74,8 @@ export type DiscardReason =
   | "trailing-bytes"
   | "stale"
   | "foreign"
-  | "checksum"
+  | "mac"
+  | "untrusted"
   | "undecodable";
 
 export const DISCARD_REASONS: readonly DiscardReason[] = [
@@ -62,7 +84,8 @@ export const DISCARD_REASONS: readonly DiscardReason[] = [
   "trailing-bytes",
   "stale",
   "foreign",
-  "checksum",
+  "mac",
+  "untrusted",
   "undecodable",
 ];
 
@@ -117,29 +140,45 @@ function parseKey(text: string): ProgramKey | undefined {
 
 // ---- The entry format ------------------------------------------------------------------------
 
+function entryMac(secret: Uint8Array, key: string, signed: Uint8Array): Buffer {
+  const keyBytes = Buffer.from(key, "utf8");
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(keyBytes.length, 0);
+  return createHmac("sha256", secret)
+    .update(MAC_DOMAIN)
+    .update(len)
+    .update(keyBytes)
+    .update(signed)
+    .digest();
+}
+
 /**
  * An entry file:
  *   "KILNPROG" | format u32 LE | key length u32 LE | key (UTF-8 JSON) | body length u64 LE |
- *   SHA-256 of the body (32 bytes) | body
+ *   body | HMAC-SHA256(secret, domain | key length | key | everything before the MAC)
  * and the body is: module proto length u32 LE | module proto | backend payload.
  */
-export function encodeEntry(key: string, moduleProto: Uint8Array, payload: Uint8Array): Buffer {
+export function encodeEntry(
+  secret: Uint8Array,
+  key: string,
+  moduleProto: Uint8Array,
+  payload: Uint8Array,
+): Buffer {
   const keyBytes = Buffer.from(key, "utf8");
   const bodyLength = 4 + moduleProto.length + payload.length;
-  const headerLength = FIXED_HEADER + keyBytes.length + TRAILING_HEADER;
-  const out = Buffer.alloc(headerLength + bodyLength);
+  const headerLength = FIXED_HEADER + keyBytes.length + BODY_LENGTH_BYTES;
+  const out = Buffer.alloc(headerLength + bodyLength + MAC_BYTES);
   MAGIC.copy(out, 0);
   out.writeUInt32LE(FORMAT_VERSION, 8);
   out.writeUInt32LE(keyBytes.length, 12);
   keyBytes.copy(out, FIXED_HEADER);
-  let at = FIXED_HEADER + keyBytes.length;
-  out.writeBigUInt64LE(BigInt(bodyLength), at);
-  at += 8;
-  const body = out.subarray(headerLength);
+  out.writeBigUInt64LE(BigInt(bodyLength), FIXED_HEADER + keyBytes.length);
+  const body = out.subarray(headerLength, headerLength + bodyLength);
   body.writeUInt32LE(moduleProto.length, 0);
   body.set(moduleProto, 4);
   body.set(payload, 4 + moduleProto.length);
-  createHash("sha256").update(body).digest().copy(out, at);
+  const end = headerLength + bodyLength;
+  entryMac(secret, key, out.subarray(0, end)).copy(out, end);
   return out;
 }
 
@@ -152,7 +191,6 @@ interface Header {
   keyText: string;
   bodyStart: number;
   bodyLength: bigint;
-  checksum: Buffer;
 }
 
 type Bad = { ok: false; reason: DiscardReason; detail: string };
@@ -178,7 +216,7 @@ function readHeader(bytes: Buffer, kilnVersion: string | undefined): HeaderResul
   if (keyLength > MAX_KEY_BYTES) {
     return bad("header-garbage", `key length ${keyLength} is implausible`);
   }
-  const bodyStart = FIXED_HEADER + keyLength + TRAILING_HEADER;
+  const bodyStart = FIXED_HEADER + keyLength + BODY_LENGTH_BYTES;
   if (bytes.length < bodyStart) {
     return bad("truncated", `${bytes.length} bytes, shorter than its ${bodyStart}-byte header`);
   }
@@ -188,18 +226,20 @@ function readHeader(bytes: Buffer, kilnVersion: string | undefined): HeaderResul
   if (kilnVersion !== undefined && key.kiln !== kilnVersion) {
     return bad("stale", `written by Kiln ${key.kiln}, this is Kiln ${kilnVersion}`);
   }
-  const at = FIXED_HEADER + keyLength;
-  const bodyLength = bytes.readBigUInt64LE(at);
-  const checksum = bytes.subarray(at + 8, at + TRAILING_HEADER);
-  return { ok: true, header: { key, keyText: text, bodyStart, bodyLength, checksum } };
+  const bodyLength = bytes.readBigUInt64LE(FIXED_HEADER + keyLength);
+  return { ok: true, header: { key, keyText: text, bodyStart, bodyLength } };
 }
 
 /**
- * Checks an entry's bytes against the key it must have been written for; on success, the
- * module proto and the backend payload (views into `bytes`). Nothing here trusts the body
- * before its length and SHA-256 match the header.
+ * Checks an entry's bytes against the key it must have been written for, under the store's
+ * secret; on success, the module proto and the backend payload (views into `bytes`). Nothing
+ * here looks inside the body before the MAC over the expected key, header and body matches.
  */
-export function decodeEntry(bytes: Buffer, expected: ProgramKey): DecodedEntry {
+export function decodeEntry(
+  secret: Uint8Array,
+  bytes: Buffer,
+  expected: ProgramKey,
+): DecodedEntry {
   const h = readHeader(bytes, expected.kiln);
   if (!h.ok) return h;
   const { header } = h;
@@ -207,18 +247,23 @@ export function decodeEntry(bytes: Buffer, expected: ProgramKey): DecodedEntry {
   if (header.keyText !== want) {
     return bad("foreign", `the entry is for ${header.keyText}, wanted ${want}`);
   }
-  const actual = BigInt(bytes.length - header.bodyStart);
+  const actual = BigInt(bytes.length - header.bodyStart - MAC_BYTES);
   if (actual < header.bodyLength) {
-    return bad("truncated", `body is ${actual} bytes, the header says ${header.bodyLength}`);
+    return bad(
+      "truncated",
+      `body and MAC are ${bytes.length - header.bodyStart} bytes, the header says ` +
+        `${header.bodyLength} + ${MAC_BYTES}`,
+    );
   }
   if (actual > header.bodyLength) {
-    return bad("trailing-bytes", `body is ${actual} bytes, the header says ${header.bodyLength}`);
+    return bad("trailing-bytes", `${actual - header.bodyLength} bytes past the body and MAC`);
   }
-  const body = bytes.subarray(header.bodyStart);
-  const sum = createHash("sha256").update(body).digest();
-  if (!sum.equals(header.checksum)) {
-    return bad("checksum", `body SHA-256 ${sum.toString("hex")} does not match the header`);
+  const end = header.bodyStart + Number(header.bodyLength);
+  const mac = entryMac(secret, want, bytes.subarray(0, end));
+  if (!timingSafeEqual(mac, bytes.subarray(end, end + MAC_BYTES))) {
+    return bad("mac", "the MAC does not match (not written by this user's Kiln for this key)");
   }
+  const body = bytes.subarray(header.bodyStart, end);
   if (body.length < 4) return bad("undecodable", "the body has no module length");
   const moduleLength = body.readUInt32LE(0);
   if (4 + moduleLength > body.length) {
@@ -250,6 +295,174 @@ export function errorCode(e: unknown): string | undefined {
     return typeof code === "string" ? code : undefined;
   }
   return undefined;
+}
+
+// ---- Trust -----------------------------------------------------------------------------------
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function uid(): number | undefined {
+  return process.getuid ? process.getuid() : undefined;
+}
+
+function octal(mode: number): string {
+  return (mode & 0o777).toString(8).padStart(4, "0");
+}
+
+/**
+ * Why a directory or file cannot be trusted, or undefined when it can: it must be what it says
+ * (not a symbolic link), owned by the current user, and have none of the `forbidden` mode bits
+ * (0o022: writable by group or others; 0o077 for the secret: any access by them).
+ */
+export function untrustedBecause(
+  st: Stats,
+  what: "directory" | "file",
+  forbidden: number,
+): string | undefined {
+  if (st.isSymbolicLink()) return "it is a symbolic link";
+  if (what === "directory" ? !st.isDirectory() : !st.isFile()) return `it is not a ${what}`;
+  const me = uid();
+  if (me !== undefined && st.uid !== me) return `it is owned by uid ${st.uid}, not by uid ${me}`;
+  if ((st.mode & forbidden) !== 0) {
+    const who =
+      forbidden === 0o077
+        ? "readable or writable by group or others"
+        : "writable by group or others";
+    return `it is ${who} (mode ${octal(st.mode)})`;
+  }
+  return undefined;
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+function sleepMs(ms: number): void {
+  Atomics.wait(sleeper, 0, 0, ms);
+}
+
+/** A directory's trust: the secret its entries are MAC'd with, or why it is not used. */
+export type Trust = { ok: true; secret: Buffer } | { ok: false; why: string };
+
+/**
+ * Creates `dir` (0700) if missing and decides whether to use it: the directory must pass
+ * untrustedBecause, and its secret must exist (it is created when missing), be the user's own,
+ * 0600 and exactly SECRET_BYTES long. A damaged secret is refused, never replaced behind the
+ * user's back (replacing it would silently invalidate every entry; deleting it is the user's
+ * call).
+ */
+export function trustDirectory(dir: string): Trust {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    return { ok: false, why: `the directory cannot be created (${errorCode(e) ?? errText(e)})` };
+  }
+  let st: Stats;
+  try {
+    st = lstatSync(dir);
+  } catch (e) {
+    return { ok: false, why: `the directory cannot be read (${errorCode(e) ?? errText(e)})` };
+  }
+  const why = untrustedBecause(st, "directory", 0o022);
+  if (why !== undefined) return { ok: false, why: `${dir}: ${why}` };
+  return loadSecret(dir);
+}
+
+function loadSecret(dir: string): Trust {
+  const p = join(dir, SECRET_NAME);
+  for (let attempt = 0; ; attempt++) {
+    let fd: number;
+    try {
+      fd = openSync(p, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (e) {
+      const code = errorCode(e);
+      if (code === "ENOENT" && attempt < 3) {
+        const failed = createSecret(dir, p);
+        if (failed !== undefined) return { ok: false, why: failed };
+        continue;
+      }
+      if (code === "ELOOP") return { ok: false, why: `the secret ${p}: it is a symbolic link` };
+      return { ok: false, why: `the secret ${p} cannot be read (${code ?? errText(e)})` };
+    }
+    try {
+      const st = fstatSync(fd);
+      const why = untrustedBecause(st, "file", 0o077);
+      if (why !== undefined) return { ok: false, why: `the secret ${p}: ${why}` };
+      if (st.size !== SECRET_BYTES) {
+        // A writer without hard links (see createSecret) may not have written it all yet.
+        if (st.size < SECRET_BYTES && Date.now() - st.mtimeMs < 2000 && attempt < 100) {
+          sleepMs(10);
+          continue;
+        }
+        return {
+          ok: false,
+          why: `the secret ${p} is ${st.size} bytes, not ${SECRET_BYTES} (delete it to start over)`,
+        };
+      }
+      const secret = Buffer.alloc(SECRET_BYTES);
+      let off = 0;
+      while (off < SECRET_BYTES) {
+        const n = readSync(fd, secret, off, SECRET_BYTES - off, off);
+        if (n === 0) break;
+        off += n;
+      }
+      if (off !== SECRET_BYTES) return { ok: false, why: `the secret ${p} is short` };
+      return { ok: true, secret };
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+// The secret appears complete or not at all: written to a temp file (O_EXCL, 0600), then
+// hard-linked to its name (link fails if the name exists, like O_EXCL), so racing processes
+// agree on one secret: the loser's link fails with EEXIST and it reads the winner's. Where hard
+// links are not supported, an O_EXCL create of the name itself is the fallback (a reader that
+// sees it short waits for the rest; see loadSecret).
+function createSecret(dir: string, p: string): string | undefined {
+  const bytes = randomBytes(SECRET_BYTES);
+  const tmp = join(dir, `.${SECRET_NAME}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`);
+  try {
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+    const fd = openSync(tmp, flags, 0o600);
+    try {
+      writeSync(fd, bytes);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      linkSync(tmp, p);
+    } catch (e) {
+      const code = errorCode(e);
+      if (code === "EEXIST") return undefined;
+      if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EXDEV") {
+        throw e;
+      }
+      try {
+        writeFileSync(p, bytes, { flag: "wx", mode: 0o600 });
+      } catch (e2) {
+        if (errorCode(e2) !== "EEXIST") throw e2;
+      }
+    }
+    return undefined;
+  } catch (e) {
+    return `the secret ${p} cannot be created (${errorCode(e) ?? errText(e)})`;
+  } finally {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // never created
+    }
+  }
+}
+
+/**
+ * Whether an fs error means "this filesystem or directory does not let me write", which costs
+ * a disk cache its writes and its LRU stamps, never its reads.
+ */
+export function isReadOnlyError(e: unknown): boolean {
+  const code = errorCode(e);
+  return code === "EROFS" || code === "EACCES" || code === "EPERM";
 }
 
 // ---- Entry directories (the program cache's and the native library cache's) ---------------
@@ -388,30 +601,64 @@ export type ReadResult =
   | { kind: "ok"; moduleProto: Uint8Array; payload: Uint8Array; stat: Stats }
   | { kind: "bad"; reason: DiscardReason; detail: string; stat: Stats };
 
-/** The entry files in one directory; every operation is safe against concurrent processes. */
+/**
+ * The entry files in one directory; every operation is safe against concurrent processes.
+ * Callers ask `trust()` first: nothing is read from or written to an untrusted directory.
+ */
 export class DiskStore {
+  private trustCache: Trust | undefined;
+  private readonly touchFile: (path: string, seconds: number) => void;
+
   constructor(
     readonly dir: string,
     readonly maxBytes: number,
-  ) {}
+    /** How a hit's mtime is refreshed (default utimesSync); tests simulate EROFS with it. */
+    touch?: (path: string, seconds: number) => void,
+  ) {
+    this.touchFile = touch ?? ((p, t) => utimesSync(p, t, t));
+  }
 
   path(name: string): string {
     return join(this.dir, name);
   }
 
-  /** Reads and checks one entry; fs errors other than a missing file are thrown. */
+  /** The directory's check and secret (trustDirectory), once per store. */
+  trust(): Trust {
+    return (this.trustCache ??= trustDirectory(this.dir));
+  }
+
+  private secret(): Buffer {
+    const t = this.trust();
+    if (!t.ok) throw new Error(`the program cache ${this.dir} is not trusted: ${t.why}`);
+    return t.secret;
+  }
+
+  /**
+   * Reads and checks one entry: the file must be the user's own and not writable by group or
+   * others, and its MAC must verify for `expected`. Fs errors other than a missing file are
+   * thrown.
+   */
   read(name: string, expected: ProgramKey): ReadResult {
+    const secret = this.secret();
+    const p = this.path(name);
     let fd: number;
     try {
-      fd = openSync(this.path(name), "r");
+      fd = openSync(p, constants.O_RDONLY | constants.O_NOFOLLOW);
     } catch (e) {
-      if (errorCode(e) === "ENOENT") return { kind: "missing" };
+      const code = errorCode(e);
+      if (code === "ENOENT") return { kind: "missing" };
+      if (code === "ELOOP") {
+        const stat = lstatSync(p);
+        return { kind: "bad", reason: "untrusted", detail: "it is a symbolic link", stat };
+      }
       throw e;
     }
     try {
       const stat = fstatSync(fd);
+      const why = untrustedBecause(stat, "file", 0o022);
+      if (why !== undefined) return { kind: "bad", reason: "untrusted", detail: why, stat };
       const bytes = readFileSync(fd);
-      const d = decodeEntry(bytes, expected);
+      const d = decodeEntry(secret, bytes, expected);
       if (!d.ok) return { kind: "bad", reason: d.reason, detail: d.detail, stat };
       return { kind: "ok", moduleProto: d.moduleProto, payload: d.payload, stat };
     } finally {
@@ -438,21 +685,29 @@ export class DiskStore {
   touch(name: string): void {
     const t = nextStamp() / 1000;
     try {
-      utimesSync(this.path(name), t, t);
+      this.touchFile(this.path(name), t);
     } catch (e) {
       if (errorCode(e) !== "ENOENT") throw e;
     }
   }
 
-  /** Writes an entry atomically (writeEntryFile). */
+  /** An entry's bytes for `key`, MAC'd under this directory's secret. */
+  encode(key: string, moduleProto: Uint8Array, payload: Uint8Array): Buffer {
+    return encodeEntry(this.secret(), key, moduleProto, payload);
+  }
+
+  /** Writes an entry atomically (writeEntryFile), readable by the user alone. */
   write(name: string, bytes: Uint8Array): void {
-    mkdirSync(this.dir, { recursive: true });
-    writeEntryFile(this.dir, name, bytes, 0o644);
+    this.secret();
+    writeEntryFile(this.dir, name, bytes, 0o600);
   }
 
   /** The entry files with size and mtime; temp files of dead writers are swept. */
   private scan(): EntryFile[] {
-    return scanEntryFiles(this.dir, ENTRY_NAME, [{ name: TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS }]);
+    return scanEntryFiles(this.dir, ENTRY_NAME, [
+      { name: TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS },
+      { name: SECRET_TEMP_NAME, maxAgeMs: TEMP_MAX_AGE_MS },
+    ]);
   }
 
   /** Deletes least recently used entries (never `keep`) until the store fits its bound. */
@@ -467,7 +722,7 @@ export class DiskStore {
       const file = this.path(e.name);
       let head: Buffer;
       try {
-        head = readPrefix(file, FIXED_HEADER + MAX_KEY_BYTES + TRAILING_HEADER);
+        head = readPrefix(file, FIXED_HEADER + MAX_KEY_BYTES + BODY_LENGTH_BYTES);
       } catch (err) {
         if (errorCode(err) === "ENOENT") continue;
         throw err;
@@ -485,7 +740,7 @@ export class DiskStore {
           ? `stale: written by Kiln ${key.kiln}, this is Kiln ${kilnVersion}`
           : expectedName !== e.name
             ? `foreign: the key belongs in ${expectedName}`
-            : BigInt(e.bytes - h.header.bodyStart) !== h.header.bodyLength
+            : BigInt(e.bytes - h.header.bodyStart - MAC_BYTES) !== h.header.bodyLength
               ? `truncated: the file size does not match the header`
               : undefined;
       out.push(problem === undefined ? { ...base, key } : { ...base, key, problem });
@@ -493,7 +748,7 @@ export class DiskStore {
     return out.sort((a, b) => b.lastUsed.getTime() - a.lastUsed.getTime());
   }
 
-  /** Deletes every entry and temp file this store owns (nothing else in the directory). */
+  /** Deletes every entry and temp file this store owns (the secret and other files stay). */
   clear(): number {
     let names: string[];
     try {

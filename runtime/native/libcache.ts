@@ -3,7 +3,8 @@
 // be trusted the way ccache's and Python's bytecode caches are, plus a MAC: the directory is the
 // user's own (0700, not writable by group or others, not a symlink), and every entry carries an
 // HMAC-SHA256, keyed by a per-user secret in the directory, over the key it is read for, its
-// header and its body. Without the secret nobody can make an entry this store accepts, and an
+// header and its body (the directory check and the secret are runtime/cache_disk.ts's, shared
+// with the program cache). Without the secret nobody can make an entry this store accepts, and an
 // entry written for one key never serves another. A damaged, truncated, foreign, stale or
 // forged entry is counted by reason, deleted and rebuilt, never returned. The secret is read
 // once and kept in memory, so a directory swapped after the check cannot bring its own.
@@ -14,23 +15,18 @@
 // `getOrBuild` takes a per-key lock file, so processes starting together build a library once.
 // When the directory cannot be trusted the store warns once and keeps its entries in memory.
 
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import {
   closeSync,
   constants,
   fstatSync,
-  fsyncSync,
   futimesSync,
-  linkSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
-  readSync,
   statSync,
   unlinkSync,
-  writeFileSync,
   writeSync,
   type Stats,
 } from "node:fs";
@@ -43,6 +39,10 @@ import {
   evictEntryFiles,
   nextStamp,
   scanEntryFiles,
+  SECRET_TEMP_NAME,
+  type Trust,
+  trustDirectory,
+  untrustedBecause,
   writeEntryFile,
 } from "../cache_disk.ts";
 
@@ -55,7 +55,6 @@ const MAGIC = Buffer.from("KILNLIB\0", "latin1");
 // magic (8) + format (u32) + key length (u32)
 const FIXED_HEADER = 16;
 const MAC_BYTES = 32;
-const SECRET_BYTES = 32;
 const MAX_KEY_BYTES = 64 * 1024;
 // Beyond the budget's own limit, a file this large is not an entry anyone wrote.
 const MAX_ENTRY_BYTES = 4 * 1024 * 1024 * 1024;
@@ -67,7 +66,6 @@ const LOCK_POLL_MS = 20;
 
 const ENTRY_NAME = /^[0-9a-f]{64}\.klib$/;
 const TEMP_NAME = /^\.[0-9a-f]{64}\.klib\.\d+\.[0-9a-f]{16}\.tmp$/;
-const SECRET_TEMP_NAME = /^\.secret\.\d+\.[0-9a-f]{16}\.tmp$/;
 const LOCK_NAME = /^[0-9a-f]{64}\.klib\.lock$/;
 
 /** Why an entry was thrown away. */
@@ -195,36 +193,6 @@ export function decodeLibEntry(secret: Uint8Array, key: string, bytes: Buffer): 
   return { ok: true, body: bytes.subarray(head, end) };
 }
 
-// ---- Trust -----------------------------------------------------------------------------------
-
-function uid(): number | undefined {
-  return process.getuid ? process.getuid() : undefined;
-}
-
-function octal(mode: number): string {
-  return (mode & 0o777).toString(8).padStart(4, "0");
-}
-
-/** Why a directory or file cannot be trusted, or undefined when it can. */
-export function untrustedBecause(
-  st: Stats,
-  what: "directory" | "file",
-  forbidden: number,
-): string | undefined {
-  if (st.isSymbolicLink()) return "it is a symbolic link";
-  if (what === "directory" ? !st.isDirectory() : !st.isFile()) return `it is not a ${what}`;
-  const me = uid();
-  if (me !== undefined && st.uid !== me) return `it is owned by uid ${st.uid}, not by uid ${me}`;
-  if ((st.mode & forbidden) !== 0) {
-    const who =
-      forbidden === 0o077
-        ? "readable or writable by group or others"
-        : "writable by group or others";
-    return `it is ${who} (mode ${octal(st.mode)})`;
-  }
-  return undefined;
-}
-
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 function sleepMs(ms: number): void {
   Atomics.wait(sleeper, 0, 0, ms);
@@ -239,8 +207,6 @@ function zeroReasons(): Record<LibDiscardReason, number> {
 function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
-
-type Trust = { ok: true; secret: Buffer } | { ok: false; why: string };
 
 // ---- The store -------------------------------------------------------------------------------
 
@@ -281,7 +247,7 @@ export class LibCache {
   // secret held in memory, so nothing on disk is trusted on its path alone.
   private trusted(): Trust {
     if (this.trust === undefined) {
-      this.trust = this.establishTrust();
+      this.trust = trustDirectory(this.dir);
       if (!this.trust.ok) {
         this.warnOnce(
           "trust",
@@ -291,111 +257,6 @@ export class LibCache {
       }
     }
     return this.trust;
-  }
-
-  private establishTrust(): Trust {
-    try {
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    } catch (e) {
-      return { ok: false, why: `the directory cannot be created (${errorCode(e) ?? errText(e)})` };
-    }
-    let st: Stats;
-    try {
-      st = lstatSync(this.dir);
-    } catch (e) {
-      return { ok: false, why: `the directory cannot be read (${errorCode(e) ?? errText(e)})` };
-    }
-    const why = untrustedBecause(st, "directory", 0o022);
-    if (why !== undefined) return { ok: false, why: `${this.dir}: ${why}` };
-    return this.loadSecret();
-  }
-
-  private loadSecret(): Trust {
-    const p = this.path("secret");
-    for (let attempt = 0; ; attempt++) {
-      let fd: number;
-      try {
-        fd = openSync(p, constants.O_RDONLY | constants.O_NOFOLLOW);
-      } catch (e) {
-        const code = errorCode(e);
-        if (code === "ENOENT" && attempt < 3) {
-          const made = this.createSecret(p);
-          if (made !== undefined) return { ok: false, why: made };
-          continue;
-        }
-        if (code === "ELOOP") return { ok: false, why: `the secret ${p}: it is a symbolic link` };
-        return { ok: false, why: `the secret ${p} cannot be read (${code ?? errText(e)})` };
-      }
-      try {
-        const st = fstatSync(fd);
-        const why = untrustedBecause(st, "file", 0o077);
-        if (why !== undefined) return { ok: false, why: `the secret ${p}: ${why}` };
-        if (st.size !== SECRET_BYTES) {
-          // A writer without hard links (see createSecret) may not have written it all yet.
-          if (st.size < SECRET_BYTES && Date.now() - st.mtimeMs < 2000 && attempt < 100) {
-            sleepMs(10);
-            continue;
-          }
-          return {
-            ok: false,
-            why:
-              `the secret ${p} is ${st.size} bytes, not ${SECRET_BYTES} ` +
-              `(delete it to start over)`,
-          };
-        }
-        const secret = Buffer.alloc(SECRET_BYTES);
-        let off = 0;
-        while (off < SECRET_BYTES) {
-          const n = readSync(fd, secret, off, SECRET_BYTES - off, off);
-          if (n === 0) break;
-          off += n;
-        }
-        if (off !== SECRET_BYTES) return { ok: false, why: `the secret ${p} is short` };
-        return { ok: true, secret };
-      } finally {
-        closeSync(fd);
-      }
-    }
-  }
-
-  // The secret appears complete or not at all: written to a temp file, then hard-linked to its
-  // name (link fails if the name exists, like O_EXCL), so racing processes agree on one secret.
-  // Where hard links are not supported, an O_EXCL create is the fallback.
-  private createSecret(p: string): string | undefined {
-    const bytes = randomBytes(SECRET_BYTES);
-    const tmp = this.path(`.secret.${process.pid}.${randomBytes(8).toString("hex")}.tmp`);
-    try {
-      const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-      try {
-        writeSync(fd, bytes);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      try {
-        linkSync(tmp, p);
-      } catch (e) {
-        const code = errorCode(e);
-        if (code === "EEXIST") return undefined;
-        if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EXDEV") {
-          throw e;
-        }
-        try {
-          writeFileSync(p, bytes, { flag: "wx", mode: 0o600 });
-        } catch (e2) {
-          if (errorCode(e2) !== "EEXIST") throw e2;
-        }
-      }
-      return undefined;
-    } catch (e) {
-      return `the secret ${p} cannot be created (${errorCode(e) ?? errText(e)})`;
-    } finally {
-      try {
-        unlinkSync(tmp);
-      } catch {
-        // never created
-      }
-    }
   }
 
   private count(reason: LibDiscardReason, name: string, detail: string): void {

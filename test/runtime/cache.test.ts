@@ -96,9 +96,9 @@ function sameResult(a: EvalValue, b: EvalValue): boolean {
   return literalsIdentical(a as Literal, b as Literal);
 }
 
-/** Where the body of an entry file starts (after the variable-length key). */
+/** Where the body of an entry file starts (after the variable-length key and body length). */
 function bodyStart(bytes: Buffer): number {
-  return 16 + bytes.readUInt32LE(12) + 40;
+  return 16 + bytes.readUInt32LE(12) + 8;
 }
 
 const prepare = (m: Module): Module => cloneModule(m);
@@ -250,9 +250,9 @@ describe("disk cache", () => {
   it("discards a damaged payload (one flipped byte) and recompiles", () => {
     expectDiscarded((f) => {
       const bytes = readFileSync(f);
-      bytes[bytes.length - 1]! ^= 0x01;
+      bytes[bytes.length - 40]! ^= 0x01;
       writeFileSync(f, bytes);
-    }, "checksum");
+    }, "mac");
   });
 
   it("discards a damaged module proto inside the body", () => {
@@ -260,7 +260,7 @@ describe("disk cache", () => {
       const bytes = readFileSync(f);
       bytes[bodyStart(bytes) + 10]! ^= 0x80;
       writeFileSync(f, bytes);
-    }, "checksum");
+    }, "mac");
   });
 
   it("discards a truncated file: mid-body, mid-header, and empty", () => {
@@ -383,15 +383,23 @@ describe("disk cache", () => {
 
   it("decodeEntry accepts exactly what encodeEntry wrote for that key", () => {
     const key: ProgramKey = { kiln: "9.9.9", backend: "fake", fingerprint: "ab", options: "cd" };
-    const bytes = encodeEntry(JSON.stringify(key), Uint8Array.of(1, 2, 3), Uint8Array.of(9, 8));
-    const d = decodeEntry(bytes, key);
+    const secret = Buffer.alloc(32, 7);
+    const bytes = encodeEntry(
+      secret,
+      JSON.stringify(key),
+      Uint8Array.of(1, 2, 3),
+      Uint8Array.of(9, 8),
+    );
+    const d = decodeEntry(secret, bytes, key);
     expect(d.ok).toBe(true);
     if (d.ok) {
       expect([...d.moduleProto]).toEqual([1, 2, 3]);
       expect([...d.payload]).toEqual([9, 8]);
     }
-    const other = decodeEntry(bytes, { ...key, options: "ce" });
+    const other = decodeEntry(secret, bytes, { ...key, options: "ce" });
     expect(other).toMatchObject({ ok: false, reason: "foreign" });
+    const forged = decodeEntry(Buffer.alloc(32, 8), bytes, key);
+    expect(forged).toMatchObject({ ok: false, reason: "mac" });
   });
 
   it("two processes racing to write one entry never leave a bad or temp file", async () => {
@@ -500,7 +508,7 @@ describe("disk cache", () => {
     expect(warnings[0]).toMatch(/ENOTDIR|EEXIST/);
     expect(warnings[0]).toContain("memory only");
     expect(c.info()).toMatchObject({ disk: false });
-    expect(c.info().diskDisabled).toMatch(/^cannot (read|write)/);
+    expect(c.info().diskDisabled).toMatch(/^not trusted: the directory cannot be created/);
   });
 
   it("a backend without serialize/deserialize is cached in memory only", () => {
@@ -540,13 +548,13 @@ describe("listing, clearing, info", () => {
     expect(c.info()).toMatchObject({ diskEntries: 2, memoryEntries: 2, disk: true, dir });
   });
 
-  it("clear() empties memory and removes only the cache's own files", () => {
+  it("clear() empties memory and removes only the cache's own entries", () => {
     const c = cache();
     c.getOrCompile(tiny(1), new FakeBackend());
     c.getOrCompile(tiny(2), new FakeBackend());
     writeFileSync(join(dir, "README.txt"), "not ours");
     expect(c.clear()).toEqual({ memory: 2, disk: 2 });
-    expect(readdirSync(dir)).toEqual(["README.txt"]);
+    expect(readdirSync(dir).sort()).toEqual(["README.txt", "secret"]);
     expect(c.info()).toMatchObject({ diskEntries: 0, memoryEntries: 0 });
   });
 
@@ -638,6 +646,6 @@ describe("KILN_LOGS=cache", () => {
     expect(text).toMatch(/\[kiln:cache\] write .*\.kprog/);
     expect(text).toMatch(/\[kiln:cache\] hit memory fake/);
     expect(text).toMatch(/\[kiln:cache\] hit disk fake/);
-    expect(text).toMatch(/\[kiln:cache\] discard .*\.kprog: checksum: /);
+    expect(text).toMatch(/\[kiln:cache\] discard .*\.kprog: mac: /);
   });
 });

@@ -18,7 +18,7 @@ import { literal, type Literal } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { arrayShape } from "../../ir/shape.ts";
 import { ProgramCache } from "../../runtime/cache.ts";
-import { decodeEntry, encodeEntry, keyText } from "../../runtime/cache_disk.ts";
+import { decodeEntry, encodeEntry, keyText, SECRET_NAME } from "../../runtime/cache_disk.ts";
 import { compileKeyOptions, type CompileOptions, compileModule } from "../../runtime/compile.ts";
 import { interpreterBackend } from "../../runtime/interpreter.ts";
 import { jsBackend, type JsExecutable } from "../../runtime/js/backend.ts";
@@ -108,10 +108,13 @@ function entryFor(module: Module, opts: CompileOptions) {
   expect(names).toHaveLength(1);
   const file = join(dir, names[0]!);
   const key = freshCache().keyFor(module, "js", compileKeyOptions(opts));
-  const d = decodeEntry(readFileSync(file), key);
+  // The store's own secret: these tests forge what a writer of another version would write,
+  // to test the payload decoder, not the MAC (test/runtime/cache_trust.test.ts does that).
+  const secret = readFileSync(join(dir, SECRET_NAME));
+  const d = decodeEntry(secret, readFileSync(file), key);
   if (!d.ok) throw new Error(`entry unreadable: ${d.reason}: ${d.detail}`);
   const rewrite = (payload: Uint8Array) =>
-    writeFileSync(file, encodeEntry(keyText(key), d.moduleProto, payload));
+    writeFileSync(file, encodeEntry(secret, keyText(key), d.moduleProto, payload));
   return { file, payload: new Uint8Array(d.payload), rewrite };
 }
 

@@ -361,8 +361,8 @@ describe.runIf(haveCompiler || ci)("planted libraries never load", () => {
       },
     },
     {
-      name: "a program-cache entry (KILNPROG, correct SHA-256)",
-      file: (key) => encodeEntry(key, new Uint8Array(0), planted),
+      name: "a program-cache entry (KILNPROG, MAC'd under a random secret)",
+      file: (key) => encodeEntry(randomBytes(32), key, new Uint8Array(0), planted),
     },
     {
       name: "an entry MAC'd under a random secret",
