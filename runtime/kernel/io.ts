@@ -4,8 +4,7 @@
 // backend that runs a lowered program (js, native).
 
 import type { EvalValue } from "../../ir/evaluate.ts";
-import { elementInfo } from "../../ir/element_types.ts";
-import { Literal, type LiteralData } from "../../ir/literal.ts";
+import { allocate, Literal, type LiteralData } from "../../ir/literal.ts";
 import type { Shape } from "../../ir/shape.ts";
 
 /** The data of every array leaf of `v`, in order, appended to `out`. */
@@ -20,9 +19,8 @@ export function allocResults(s: Shape, out: LiteralData[]): void {
     s.elements.forEach((e) => allocResults(e, out));
     return;
   }
-  const n = s.dims.reduce((a, b) => a * b, 1);
-  const ctor = globalThis[elementInfo(s.type).storage] as unknown as new (n: number) => LiteralData;
-  out.push(new ctor(n));
+  // allocate() checks the size: an impossible one is an error naming the count and bytes.
+  out.push(allocate(s.type, s.dims.reduce((a, b) => a * b, 1)));
 }
 
 /** The result buffers (from `at.i` on) as the root's value tree. */
