@@ -19,20 +19,31 @@ export function elementCount(dims: readonly number[]): number {
 }
 
 /**
- * Why an array of `type` with `count` elements cannot be allocated, or null: the count and
- * the bytes requested, and the limit. `name` is the type as the caller's user knows it.
+ * Why an array of `count` elements of `bytesPerElement` bytes each cannot be allocated, or
+ * null: the count and the bytes requested, and the limit. `name` names the element type.
+ */
+export function sizeLimitProblem(
+  count: number,
+  bytesPerElement: number,
+  name: string,
+): string | null {
+  if (count <= MAX_ARRAY_ELEMENTS) return null;
+  return (
+    `${count} ${name} elements (${count * bytesPerElement} bytes) requested, more than the ` +
+    `${MAX_ARRAY_ELEMENTS} elements one array can hold`
+  );
+}
+
+/**
+ * Why an array of `type` with `count` elements cannot be allocated as a Literal, or null.
+ * `name` is the type as the caller's user knows it.
  */
 export function arraySizeProblem(
   type: ElementType,
   count: number,
   name: string = type,
 ): string | null {
-  if (count <= MAX_ARRAY_ELEMENTS) return null;
-  const bytes = count * elementInfo(type).storageBytes;
-  return (
-    `${count} ${name} elements (${bytes} bytes) requested, more than the ` +
-    `${MAX_ARRAY_ELEMENTS} elements one array can hold`
-  );
+  return sizeLimitProblem(count, elementInfo(type).storageBytes, name);
 }
 
 /** `arraySizeProblem` for a shape, with the shape in the message. */

@@ -142,7 +142,7 @@ export function tensor(...args: CallForms<typeof tensorSig>): Tensor {
     }
   }
   const d = dtype ?? inferred;
-  const storage = allocateStorage(d, values.length);
+  const storage = allocateStorage(d, values.length, "tensor");
   const out = storage as unknown as (number | bigint)[];
   for (let i = 0; i < values.length; i++) {
     try {
@@ -158,7 +158,7 @@ export function tensor(...args: CallForms<typeof tensorSig>): Tensor {
 export function fromBytes(bytes: Uint8Array, dtype: DType, shape: readonly number[]): Tensor {
   checkLittleEndian();
   const n = numelOf(shape);
-  const storage = allocateStorage(dtype, n);
+  const storage = allocateStorage(dtype, n, "fromBytes");
   if (bytes.byteLength !== storage.byteLength) {
     throw new ArgumentError(
       "fromBytes",

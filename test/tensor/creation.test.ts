@@ -11,6 +11,7 @@ import {
   arange,
   ArgumentError,
   eye,
+  fromBytes,
   full,
   fullLike,
   Generator,
@@ -296,6 +297,24 @@ describe("random", () => {
 });
 
 describe("impossible sizes", () => {
+  it.each([
+    ["rand(1e10)", () => rand(1e10), /^rand: .*10000000000 float32 elements \(40000000000 bytes\)/],
+    ["randn(1e5, 1e5)", () => randn(1e5, 1e5), /^randn: .*10000000000 float32 elements/],
+    [
+      "randint(0, 5, [1e10])",
+      () => randint(0, 5, [1e10]),
+      /^randint: .*10000000000 int64 elements \(80000000000 bytes\)/,
+    ],
+    [
+      "fromBytes(bytes, 'float16', [1e10])",
+      () => fromBytes(new Uint8Array(4), "float16", [1e10]),
+      /^fromBytes: .*10000000000 float16 elements \(20000000000 bytes\)/,
+    ],
+  ] as const)("%s (filled in JS): an OpError naming the op, the count and the bytes", (_, f, m) => {
+    expect(f).toThrow(OpError);
+    expect(f).toThrow(m);
+  });
+
   it.each([
     [
       "zeros(1e10)",
