@@ -11,6 +11,7 @@ import {
   type ElementType,
   shapeToString,
 } from "./shape.ts";
+import { arraySizeProblem } from "./sizes.ts";
 
 export type LiteralData = Float32Array | Int32Array | BigInt64Array | Uint8Array;
 export type ScalarValue = number | bigint | boolean;
@@ -114,8 +115,10 @@ export function storageCtor(
   }
 }
 
-/** Zero-filled storage for n elements of `type`. */
+/** Zero-filled storage for n elements of `type`; a size no array can have is an error. */
 export function allocate(type: ElementType, n: number): LiteralData {
+  const problem = arraySizeProblem(type, n);
+  if (problem !== null) throw new Error(`cannot allocate an array: ${problem}`);
   return new (storageCtor(type))(n);
 }
 

@@ -8,6 +8,7 @@
 import type { ComputationBuilder } from "../ir/builder.ts";
 import type { Instruction } from "../ir/module.ts";
 import { arrayShape } from "../ir/shape.ts";
+import { arraySizeProblem, elementCount } from "../ir/sizes.ts";
 import { type CallForms, p, parseArgs } from "./args.ts";
 import {
   allocateStorage,
@@ -141,7 +142,7 @@ export function tensor(...args: CallForms<typeof tensorSig>): Tensor {
     }
   }
   const d = dtype ?? inferred;
-  const storage = allocateStorage(d, values.length);
+  const storage = allocateStorage(d, values.length, "tensor");
   const out = storage as unknown as (number | bigint)[];
   for (let i = 0; i < values.length; i++) {
     try {
@@ -157,7 +158,7 @@ export function tensor(...args: CallForms<typeof tensorSig>): Tensor {
 export function fromBytes(bytes: Uint8Array, dtype: DType, shape: readonly number[]): Tensor {
   checkLittleEndian();
   const n = numelOf(shape);
-  const storage = allocateStorage(dtype, n);
+  const storage = allocateStorage(dtype, n, "fromBytes");
   if (bytes.byteLength !== storage.byteLength) {
     throw new ArgumentError(
       "fromBytes",
@@ -172,18 +173,34 @@ export function fromBytes(bytes: Uint8Array, dtype: DType, shape: readonly numbe
 
 // ---- Constant fills -------------------------------------------------------------------------
 
+/**
+ * Fails the op when no array can hold a result of `dims` (its element count and bytes named),
+ * before any IR or storage exists for it.
+ */
+function checkSize(b: ComputationBuilder, dtype: DType, dims: readonly number[]): void {
+  const problem = arraySizeProblem(toElementType(dtype), elementCount(dims), dtype);
+  if (problem === null) return;
+  fail(b, `the result of shape [${dims.join(", ")}] is too large: ${problem}`);
+}
+
+/** `filled` after the size check. */
+function fill(b: ComputationBuilder, dtype: DType, value: Scalar, dims: readonly number[]) {
+  checkSize(b, dtype, dims);
+  return filled(b, dtype, value, dims);
+}
+
 const sizeParam = p.ints("size", { min: 0 }).varargs();
 
 export const zeros = defineOp({
   name: "zeros",
   signature: [sizeParam, p.dtype("dtype").default(DEFAULT_FLOAT)],
-  lower: (b, _inputs, { size, dtype }) => filled(b, dtype, 0, size),
+  lower: (b, _inputs, { size, dtype }) => fill(b, dtype, 0, size),
 });
 
 export const ones = defineOp({
   name: "ones",
   signature: [sizeParam, p.dtype("dtype").default(DEFAULT_FLOAT)],
-  lower: (b, _inputs, { size, dtype }) => filled(b, dtype, 1, size),
+  lower: (b, _inputs, { size, dtype }) => fill(b, dtype, 1, size),
 });
 
 /**
@@ -198,6 +215,7 @@ export const full = defineOp({
     p.dtype("dtype").optional(),
   ],
   lower(b, [v], { size, dtype }) {
+    checkSize(b, dtype ?? dtypeOf(v!), size);
     const c = cast(b, v!, dtype ?? dtypeOf(v!));
     return size.length === 0 ? c : b.broadcast(c, size, []);
   },
@@ -256,6 +274,7 @@ export const arange = defineOp({
     const t = dtype!;
     const exact = Number.isInteger(s) && Number.isInteger(step);
     const work: DType = exact ? "int64" : "float32";
+    checkSize(b, work, [n]);
     let r = iota(b, work, n);
     if (step !== 1) r = b.multiply(r, filled(b, work, step, [n]));
     if (s !== 0) r = b.add(r, filled(b, work, s, [n]));
@@ -280,6 +299,7 @@ export const linspace = defineOp({
       fail(b, `start and end must be finite, got ${start} and ${end}`);
     }
     const w: DType = "float32";
+    checkSize(b, w, [steps]);
     if (steps <= 1) return cast(b, filled(b, w, start, [steps]), dtype);
     const fs = Math.fround(start);
     const fe = Math.fround(end);
@@ -302,6 +322,7 @@ export const eye = defineOp({
     p.dtype("dtype").default(DEFAULT_FLOAT),
   ],
   lower(b, _inputs, { n, m, dtype }) {
+    checkSize(b, "int32", [n, m ?? n]);
     const shape = arrayShape("s32", [n, m ?? n]);
     const diag = b.compare(b.iota(shape, 0), b.iota(shape, 1), "EQ");
     return cast(b, diag, dtype);

@@ -6,6 +6,8 @@
 
 import { f32ToBF16Bits, f32ToF16Bits } from "../ir/literal.ts";
 import type { ElementType } from "../ir/shape.ts";
+import { sizeLimitProblem } from "../ir/sizes.ts";
+import { OpError } from "./errors.ts";
 
 export const DTYPES = [
   "float32",
@@ -92,8 +94,15 @@ export function storageCtor(d: DType): StorageCtor {
   return STORAGE[d];
 }
 
-export function allocateStorage(d: DType, n: number): Storage {
-  return new (storageCtor(d))(n);
+/**
+ * Zeroed storage for `n` elements of `d`; a size no array can hold is an OpError of `op`
+ * naming the element count and bytes (ir/sizes.ts), not a RangeError.
+ */
+export function allocateStorage(d: DType, n: number, op: string): Storage {
+  const ctor = storageCtor(d);
+  const problem = sizeLimitProblem(n, ctor.BYTES_PER_ELEMENT, d);
+  if (problem !== null) throw new OpError(op, `the result is too large: ${problem}`);
+  return new ctor(n);
 }
 
 /** Bytes per element as stored (and as safetensors stores it). */

@@ -144,7 +144,7 @@ const floatDType = p
 
 function fill(op: string, dtype: DType, shape: readonly number[], draw: () => number): Tensor {
   const n = numelOf(shape);
-  const storage: Storage = allocateStorage(dtype, n);
+  const storage: Storage = allocateStorage(dtype, n, op);
   const out = storage as unknown as (number | bigint)[];
   for (let i = 0; i < n; i++) {
     try {

@@ -2,15 +2,17 @@
 // little-endian header length N, N bytes of JSON header — per tensor `dtype`, `shape` and
 // `data_offsets` [begin, end) into the data that follows, plus an optional `__metadata__`
 // object of strings — then the raw little-endian data. Reading checks what the reference
-// implementation checks: header length within the file (and at most 100 MB), UTF-8 JSON object,
-// each entry well-formed with a known dtype, each byte range matching shape x dtype size, and the
-// ranges tiling the data exactly (no overlaps, holes or trailing bytes). Every failure is a
+// implementation checks: header length within the file (and at most 100 MB), UTF-8 JSON object
+// with no byte-order mark, each entry well-formed with a known dtype, each byte range matching
+// shape x dtype size, and the ranges tiling the data exactly (no overlaps, holes or trailing
+// bytes). A path is read only if it names a regular file, and never past the size it had when
+// opened (a device such as /dev/zero would be read forever). Every failure is a
 // SafetensorsError naming the file and the tensor. Kiln reads and writes F32 F16 BF16 I32 I64
 // U8 BOOL; the other safetensors dtypes are refused by name. Writing orders tensors by dtype
 // size (largest first, so data stays aligned) then name, and pads the header with spaces to a
 // multiple of 8, as the reference writer does.
 
-import { readFileSync, writeFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, writeFileSync } from "node:fs";
 import { fromBytes } from "./creation.ts";
 import { type DType, itemSize } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
@@ -50,6 +52,9 @@ const UNSUPPORTED = new Set([
 /** The reference implementation's limit on the header size. */
 const MAX_HEADER = 100_000_000;
 
+/** The largest file one Uint8Array can hold (Node's buffer limit). */
+const MAX_FILE = 2 ** 32;
+
 export class SafetensorsError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -75,18 +80,67 @@ function isNonNegativeInt(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
-function source(bytesOrPath: Uint8Array | string): { bytes: Uint8Array; where: string } {
-  if (typeof bytesOrPath === "string") {
-    let bytes: Uint8Array;
-    try {
-      bytes = readFileSync(bytesOrPath);
-    } catch (e) {
+/**
+ * A file's bytes, read only if it is a regular file and never past the size it had when
+ * opened: a device (`/dev/zero`), a pipe or a FIFO would be read forever, a growing file
+ * until memory runs out.
+ */
+function readRegularFile(path: string): Uint8Array {
+  const where = `safetensors '${path}'`;
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (e) {
+    throw new SafetensorsError(`${where}: cannot read the file: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
+      const kind = st.isDirectory()
+        ? "a directory"
+        : st.isCharacterDevice() || st.isBlockDevice()
+          ? "a device"
+          : st.isFIFO()
+            ? "a pipe"
+            : st.isSocket()
+              ? "a socket"
+              : "not a regular file";
+      throw new SafetensorsError(`${where}: is ${kind}, not a regular file; refusing to read it`);
+    }
+    if (st.size > MAX_FILE) {
       throw new SafetensorsError(
-        `safetensors '${bytesOrPath}': cannot read the file: ${(e as Error).message}`,
-        { cause: e },
+        `${where}: the file has ${st.size} bytes, more than the ${MAX_FILE} bytes one ` +
+          `buffer can hold`,
       );
     }
-    return { bytes, where: `safetensors '${bytesOrPath}'` };
+    const bytes = new Uint8Array(st.size);
+    let got = 0;
+    while (got < bytes.byteLength) {
+      const k = readSync(fd, bytes, got, bytes.byteLength - got, got);
+      if (k === 0) break;
+      got += k;
+    }
+    if (got < bytes.byteLength) {
+      throw new SafetensorsError(
+        `${where}: the file shrank while it was read (${got} of ${bytes.byteLength} bytes)`,
+      );
+    }
+    return bytes;
+  } catch (e) {
+    if (e instanceof SafetensorsError) throw e;
+    throw new SafetensorsError(`${where}: cannot read the file: ${(e as Error).message}`, {
+      cause: e,
+    });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function source(bytesOrPath: Uint8Array | string): { bytes: Uint8Array; where: string } {
+  if (typeof bytesOrPath === "string") {
+    return { bytes: readRegularFile(bytesOrPath), where: `safetensors '${bytesOrPath}'` };
   }
   if (!(bytesOrPath instanceof Uint8Array)) {
     throw new SafetensorsError(`safetensors: expected a Uint8Array or a file path`);
@@ -157,9 +211,17 @@ export function readSafetensors(bytesOrPath: Uint8Array | string): SafetensorsCo
         `the length field); the file is truncated or not safetensors`,
     );
   }
+  const head = bytes.subarray(8, 8 + n);
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) {
+    // The reference parser (serde_json) takes no byte-order mark: a BOM is not JSON.
+    throw new SafetensorsError(
+      `${where}: the header starts with a UTF-8 byte-order mark; a safetensors header is ` +
+        `JSON with no BOM`,
+    );
+  }
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n));
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(head);
   } catch (e) {
     throw new SafetensorsError(`${where}: the header is not valid UTF-8`, { cause: e });
   }

@@ -197,6 +197,23 @@ function compileStatic(module: Module): JsExecutable {
 }
 
 /**
+ * The arena of a program's intermediates. Each buffer in it passed the size check when the
+ * program was lowered; their sum may still be more than the process can allocate, which is an
+ * error naming the module and the bytes, not a bare RangeError.
+ */
+function arenaBuffer(module: () => Module, bytes: number): ArrayBuffer {
+  try {
+    return new ArrayBuffer(bytes);
+  } catch (e) {
+    throw new Error(
+      `js: cannot allocate the ${bytes}-byte arena for the intermediates of ` +
+        `'${module().name}': ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
+}
+
+/**
  * Runs generated source once (`new Function`) on its table and wraps the entry function. The
  * program carries what a run needs; `module` is called only for `exe.module` and error messages
  * (a program loaded from the disk cache may not have decoded its module yet).
@@ -225,9 +242,9 @@ function instantiate(module: () => Module, program: StaticProgram): JsExecutable
       allocResults(root, results);
       // One arena per executable; a nested run (never expected) gets its own.
       const reentrant = busy;
-      const v = reentrant ? fns.views(new ArrayBuffer(fns.arenaBytes)) : (views ??= fns.views(
-        new ArrayBuffer(fns.arenaBytes),
-      ));
+      const v = reentrant
+        ? fns.views(arenaBuffer(module, fns.arenaBytes))
+        : (views ??= fns.views(arenaBuffer(module, fns.arenaBytes)));
       busy = true;
       try {
         fns.entry(v, ...args, ...results);

@@ -4,9 +4,10 @@
 // backend that runs a lowered program (js, native).
 
 import type { EvalValue } from "../../ir/evaluate.ts";
-import { elementInfo } from "../../ir/element_types.ts";
-import { Literal, type LiteralData } from "../../ir/literal.ts";
+import { allocate, Literal, type LiteralData } from "../../ir/literal.ts";
 import type { Shape } from "../../ir/shape.ts";
+import { elementInfo } from "../../ir/element_types.ts";
+import { MAX_ARRAY_ELEMENTS } from "../../ir/sizes.ts";
 
 /** The data of every array leaf of `v`, in order, appended to `out`. */
 export function leafData(v: EvalValue, out: LiteralData[]): void {
@@ -14,23 +15,26 @@ export function leafData(v: EvalValue, out: LiteralData[]): void {
   else out.push(v.data);
 }
 
-/** Fresh (zeroed) result buffers for a root shape, in leaf order, appended to `out`. */
+/** Result buffers (zeroed, or from `alloc`) for a root shape, in leaf order, appended to `out`. */
 export function allocResults(s: Shape, out: LiteralData[], alloc?: ResultAllocator): void {
   if (s.kind === "tuple") {
     s.elements.forEach((e) => allocResults(e, out, alloc));
     return;
   }
+  // allocate() checks the size: an impossible one is an error naming the count and bytes.
   const n = s.dims.reduce((a, b) => a * b, 1);
+  const buffer = n > 0 && n <= MAX_ARRAY_ELEMENTS
+    ? alloc?.(n * elementInfo(s.type).storageBytes)
+    : undefined;
+  if (buffer === undefined) {
+    out.push(allocate(s.type, n));
+    return;
+  }
   const ctor = globalThis[elementInfo(s.type).storage] as unknown as StorageCtor;
-  const buffer = alloc?.(n * ctor.BYTES_PER_ELEMENT);
-  out.push(buffer === undefined ? new ctor(n) : new ctor(buffer, 0, n));
+  out.push(new ctor(buffer, 0, n));
 }
 
-type StorageCtor = {
-  new (n: number): LiteralData;
-  new (buffer: ArrayBuffer, offset: number, length: number): LiteralData;
-  readonly BYTES_PER_ELEMENT: number;
-};
+type StorageCtor = new (buffer: ArrayBuffer, offset: number, length: number) => LiteralData;
 
 /**
  * Where a backend's result buffers come from: an ArrayBuffer of at least `bytes` bytes, or

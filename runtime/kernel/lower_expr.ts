@@ -283,6 +283,10 @@ export class ExprLowering {
     const res = arrayOf(instr).dims;
     const opd = arrayOf(instr.operand(0)).dims;
     const out = new Array<Ix>(opd.length).fill(P.c(0));
+    // A reshape of zero elements has no index to map (the running products below are 0 on one
+    // side only and would never meet): nothing reads it at a real index, since a zero-size
+    // value is only ever read inside a pad/concatenate branch that cannot be taken.
+    if (opd.includes(0)) return out;
     const rs = res.map((_, i) => i).filter((i) => res[i] !== 1);
     const os = opd.map((_, i) => i).filter((i) => opd[i] !== 1);
     let i = 0;

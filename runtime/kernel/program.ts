@@ -23,6 +23,7 @@ import { elementInfo } from "../../ir/element_types.ts";
 import type { Literal } from "../../ir/literal.ts";
 import type { Computation, Instruction, Module } from "../../ir/module.ts";
 import type { ArrayShape, ElementType, Shape } from "../../ir/shape.ts";
+import { shapeSizeProblem } from "../../ir/sizes.ts";
 import { log } from "../../util/log.ts";
 import {
   assignComputationBuffers,
@@ -290,6 +291,16 @@ class ProgramBuilder {
   }
 }
 
+/** Why some array of shape `s` (a tuple's leaves) cannot be allocated, or null. */
+function shapeTreeSizeProblem(s: Shape): string | null {
+  if (s.kind === "array") return shapeSizeProblem(s.type, s.dims);
+  for (const e of s.elements) {
+    const p = shapeTreeSizeProblem(e);
+    if (p !== null) return p;
+  }
+  return null;
+}
+
 /** Lowers one computation. */
 class CompBuilder {
   private readonly plan: BufferAssignment;
@@ -306,6 +317,12 @@ class CompBuilder {
     readonly pb: ProgramBuilder,
     readonly comp: Computation,
   ) {
+    // Every buffer is sized from an instruction's shape: one no array can hold is an error
+    // naming the instruction, before any offset is computed for it.
+    for (const instr of comp.instructions) {
+      const problem = shapeTreeSizeProblem(instr.shape);
+      if (problem !== null) throw pb.unsupported(instr, problem);
+    }
     this.plan = assignComputationBuffers(comp, {
       views: true,
       alignment: ALIGN,

@@ -29,7 +29,7 @@ export function uniform(
   generator: Generator = defaultGenerator,
 ): Tensor {
   const n = numelOf(shape);
-  const s = allocateStorage("float32", n) as Float32Array;
+  const s = allocateStorage("float32", n, "nn.init.uniform") as Float32Array;
   for (let i = 0; i < n; i++) s[i] = low + (high - low) * generator.uniform(53);
   return fromStorage("float32", shape, s);
 }

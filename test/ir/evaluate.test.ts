@@ -15,6 +15,7 @@ import {
 import {
   bf16BitsToNumber,
   f16BitsToNumber,
+  filledLiteral,
   Literal,
   literal,
   roundToBF16,
@@ -1579,6 +1580,23 @@ ENTRY e {
 // ---- errors -------------------------------------------------------------------------------
 
 describe("errors", () => {
+  it("a result no array can hold → EvalError naming the instruction, count and bytes", () => {
+    const huge = hlo(`
+HloModule broadcast_huge
+ENTRY e {
+  z = f32[] constant(0)
+  ROOT b = f32[99999999999] broadcast(z), dimensions={}
+}`);
+    expect(() => run(huge)).toThrow(EvalError);
+    expect(() => run(huge)).toThrow(/^evaluate %b: broadcast\(f32\[\]\): cannot allocate /);
+    expect(() => run(huge)).toThrow(
+      /99999999999 f32 elements \(399999999996 bytes\) requested, more than the 4294967296/,
+    );
+    expect(() => filledLiteral("s64", [1e5, 1e5, 1e5], 0)).toThrow(
+      /1000000000000000 s64 elements \(8000000000000000 bytes\) requested/,
+    );
+  });
+
   const m = hlo(`
 HloModule args
 ENTRY e {

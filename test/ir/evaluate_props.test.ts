@@ -1,7 +1,9 @@
 // Property tests of the reference evaluator: algebraic identities that must hold for random
 // shapes and values (movement ops undo each other, contractions agree with their elementwise
 // decompositions, sort returns a sorted permutation), and the integer/half-float arithmetic
-// against exact BigInt / bit-level references. Every module is built as HLO text.
+// against exact BigInt / bit-level references. Every module is built as HLO text. The movement,
+// contraction and reduction identities run twice: on positive dims and on a zero-size class
+// (some dim is 0), where the identities must hold just the same.
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -34,8 +36,24 @@ function tup(v: EvalValue): EvalValue[] {
 const count = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
 const shp = (type: string, dims: readonly number[]) => `${type}[${dims.join(",")}]`;
 
-const arbDims = (maxRank = 3, maxDim = 4) =>
+/** Dims of 1..maxDim: the default class. */
+const positiveDims = (maxRank = 3, maxDim = 4) =>
   fc.array(fc.integer({ min: 1, max: maxDim }), { minLength: 1, maxLength: maxRank });
+
+/** The zero-size class: dims of 0..maxDim with at least one 0 (the value has no elements). */
+const zeroSizeDims = (maxRank = 3, maxDim = 4) =>
+  fc
+    .array(fc.oneof(fc.constant(0), fc.integer({ min: 1, max: maxDim })), {
+      minLength: 1,
+      maxLength: maxRank,
+    })
+    .filter((d) => d.includes(0));
+
+/** The dim classes every identity below runs over. */
+const DIM_CLASSES = [
+  { name: "positive dims", dims: positiveDims },
+  { name: "zero-size dims", dims: zeroSizeDims },
+] as const;
 
 /** A random f32 literal of `dims` (any f32 value, NaN and ±0 included). */
 const arbF32 = (dims: readonly number[]) =>
@@ -64,7 +82,7 @@ add {
 }
 `;
 
-describe("movement identities", () => {
+describe.each(DIM_CLASSES)("movement identities ($name)", ({ dims: arbDims }) => {
   it("transpose then the inverse permutation is the identity", () => {
     const arb = withValues(arbDims(4), (dims) =>
       fc.tuple(
@@ -118,12 +136,14 @@ ENTRY e {
 
   it("reshape to a random factorization and back is the identity", () => {
     const arb = withValues(arbDims(3, 6), (dims) =>
-      fc.tuple(fc.constantFrom(...divisors(count(dims))), arbF32(dims)),
+      // An empty value reshapes to [d, 0] for any d.
+      fc.tuple(fc.constantFrom(...(count(dims) === 0 ? [0, 1, 3] : divisors(count(dims)))),
+        arbF32(dims)),
     );
     fc.assert(
       fc.property(arb, ([dims, [d, x]]) => {
         const n = count(dims);
-        const mid = [d, n / d];
+        const mid = n === 0 ? [d, 0] : [d, n / d];
         const out = run(
           `HloModule rs
 ENTRY e {
@@ -201,13 +221,14 @@ ${slices.join("\n")}
       fc.property(arb, ([dims, [cfg, x]]) => {
         const padded = dims.map((n, i) => {
           const [lo, hi, inner] = cfg[i]!;
-          return lo + hi + n + (n - 1) * inner;
+          return lo + hi + n + Math.max(n - 1, 0) * inner;
         });
         const padText = cfg.map(([lo, hi, inner]) => `${lo}_${hi}_${inner}`).join("x");
         const slice = dims
           .map((n, i) => {
             const [lo, , inner] = cfg[i]!;
-            return `[${lo}:${lo + (n - 1) * (inner + 1) + 1}:${inner + 1}]`;
+            const limit = n === 0 ? lo : lo + (n - 1) * (inner + 1) + 1;
+            return `[${lo}:${limit}:${inner + 1}]`;
           })
           .join(", ");
         const out = run(
@@ -232,7 +253,7 @@ ENTRY e {
         fc.tuple(
           ...dims.map((d) =>
             fc
-              .integer({ min: 1, max: d })
+              .integer({ min: Math.min(1, d), max: d })
               .chain((size) => fc.tuple(fc.integer({ min: 0, max: d - size }), fc.constant(size))),
           ),
         ),
@@ -266,7 +287,7 @@ ${params}
         fc.tuple(
           ...dims.map((d) =>
             fc
-              .integer({ min: 1, max: d })
+              .integer({ min: Math.min(1, d), max: d })
               .chain((size) => fc.tuple(fc.integer({ min: -2, max: d + 2 }), fc.constant(size))),
           ),
         ),
@@ -296,7 +317,7 @@ ${ss.map((_, i) => `  i${i} = s32[] parameter(${i + 2})`).join("\n")}
   });
 });
 
-describe("contraction and reduction identities", () => {
+describe.each(DIM_CLASSES)("contraction and reduction identities ($name)", ({ dims: arbDims }) => {
   it("broadcast along a new dim then reduce-add over it multiplies by its size", () => {
     const arb = withValues(arbDims(3), (dims) =>
       fc.tuple(

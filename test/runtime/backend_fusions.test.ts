@@ -5,7 +5,8 @@
 // softmax, layer norm, RMS norm, column, multi-output and variadic reductions; kOutput dots
 // and convolutions with epilogues; pools with elementwise work; an attention block) runs as an
 // explicit fusion and as a plain module fused by optimizationPipeline(), on random shapes that
-// miss the vector width and the GEMM tiles, plus fixed large cases that the thread pool splits.
+// miss the vector width and the GEMM tiles, plus fixed large cases that the thread pool splits,
+// and again as a zero-size class (every instance has an input or a value with zero elements).
 //
 // On native every case runs with static and with shape-generic kernels, at 1, 2 and 3 threads:
 // each result within the tier, and the three results bitwise equal — the runtime guarantees
@@ -26,13 +27,22 @@ import {
   withNativeThreads,
 } from "../../runtime/native/backend.ts";
 import { toleranceProblem } from "../../runtime/tiers.ts";
-import { casesOf, type FusionCase, largeSpecs, PATTERNS } from "./fixtures/fusion_cases.ts";
+import {
+  casesOf,
+  type FusionCase,
+  largeSpecs,
+  PATTERNS,
+  ZERO_PATTERNS,
+} from "./fixtures/fusion_cases.ts";
 import { describeValue, identical } from "./fixtures/op_cases.ts";
 
 /** Random instances per pattern on an exact backend (each gives two cases: both forms). */
 const EXACT_RUNS = 30;
 /** Random instances per pattern on a tolerance backend (fixed seeds; compiled C). */
 const NATIVE_RUNS = 8;
+/** Random instances per pattern of the zero-size class (some value has zero elements). */
+const ZERO_RUNS = 15;
+const NATIVE_ZERO_RUNS = 3;
 const THREADS = [1, 2, 3] as const;
 
 const MAX_SHOWN = 20_000;
@@ -116,6 +126,20 @@ for (const backend of backendNames().filter((b) => b !== "interpreter")) {
             );
           });
         }
+        for (const pattern of patternNames) {
+          it(`${pattern} (zero-size class)`, () => {
+            fc.assert(
+              fc.property(ZERO_PATTERNS[pattern]!, (spec) => {
+                for (const c of casesOf(pattern, spec)) {
+                  const got = getBackend(backend).compile(c.module).run(c.inputs);
+                  const why = problem(backend, c, got);
+                  if (why !== null) throw new Error(report(backend, c, why, got, ""));
+                }
+              }),
+              { numRuns: ZERO_RUNS },
+            );
+          });
+        }
         it("large cases", () => {
           for (const [pattern, specs] of Object.entries(largeSpecs())) {
             for (const spec of specs) {
@@ -139,7 +163,11 @@ for (const backend of backendNames().filter((b) => b !== "interpreter")) {
         const large = largeSpecs();
         patternNames.forEach((pattern, k) => {
           const specs = fc.sample(PATTERNS[pattern]!, { numRuns: NATIVE_RUNS, seed: 4200 + k });
-          byPattern!.set(pattern, [...specs, ...(large[pattern] ?? [])]
+          const zero = fc.sample(ZERO_PATTERNS[pattern]!, {
+            numRuns: NATIVE_ZERO_RUNS,
+            seed: 4600 + k,
+          });
+          byPattern!.set(pattern, [...specs, ...zero, ...(large[pattern] ?? [])]
             .flatMap((s) => casesOf(pattern, s)));
         });
         return byPattern;

@@ -5,9 +5,11 @@
 // movement, selection and the basic float operations exact, transcendental functions within
 // their ulp bound, sums within c·n·eps·Σ|terms|. The cases (test/runtime/fixtures/op_cases.ts)
 // have random shapes with zero-sized dims, every element type the opcode allows, NaN, ±inf, -0
-// and integer corner values. A native backend compiles the sampled cases' kernels in one batch
-// first (one compiler run per few hundred kernels, as a model's compile does), then checks
-// each case; the shared cache directory of the test run keeps a second run from compiling.
+// and integer corner values, and again as a zero-size class (every case has a value with zero
+// elements: empty operands, results or intermediates). A native backend compiles the sampled
+// cases' kernels in one batch first (one compiler run per few hundred kernels, as a model's
+// compile does), then checks each case; the shared cache directory of the test run keeps a
+// second run from compiling.
 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +19,14 @@ import { printHlo } from "../../ir/print.ts";
 import { backendNames, backendTier, getBackend } from "../../runtime/index.ts";
 import { nativeTesting, prepareNative } from "../../runtime/native/backend.ts";
 import { toleranceProblem } from "../../runtime/tiers.ts";
-import { type Case, CASES, describeValue, identical, UNSUPPORTED } from "./fixtures/op_cases.ts";
+import {
+  type Case,
+  CASES,
+  describeValue,
+  identical,
+  UNSUPPORTED,
+  ZERO_CASES,
+} from "./fixtures/op_cases.ts";
 
 const EXACT_RUNS = 100;
 /** Cases per opcode on a tolerance-tier backend (each one's kernels are compiled C). */
@@ -43,64 +52,77 @@ function explain(backend: string, c: Case, why: string): string {
   );
 }
 
+/** The case classes: the default sizes, and the zero-size class (some value is empty). */
+const CLASSES = [
+  { name: "", cases: CASES, exactRuns: EXACT_RUNS, nativeRuns: NATIVE_RUNS, seed: 1000 },
+  { name: " (zero-size class)", cases: ZERO_CASES, exactRuns: 40, nativeRuns: 6, seed: 5000 },
+] as const;
+
 for (const backend of backendNames().filter((b) => b !== "interpreter")) {
   const exact = backendTier(backend) === "exact";
-  describe(`${backend} backend: every opcode against the evaluator (${backendTier(backend)} tier)`, () => {
-    it("has a case for every opcode", () => {
-      expect(Object.keys(CASES).sort()).toEqual([...OPCODES].sort());
-    });
-    if (exact) {
-      for (const op of OPCODES) {
-        const c = CASES[op];
-        if (c === UNSUPPORTED) continue;
-        it(op, () => {
-          fc.assert(
-            fc.property(c, (k) => {
-              const why = problem(backend, k);
-              if (why !== null) throw new Error(explain(backend, k, why));
-            }),
-            { numRuns: EXACT_RUNS },
-          );
+  for (const cls of CLASSES) {
+    const { cases } = cls;
+    describe(
+      `${backend} backend: every opcode against the evaluator${cls.name} ` +
+        `(${backendTier(backend)} tier)`,
+      () => {
+        it("has a case for every opcode", () => {
+          expect(Object.keys(cases).sort()).toEqual([...OPCODES].sort());
         });
-      }
-      return;
-    }
-    // A tolerance backend: fixed samples per opcode, their kernels built in one batch, lowered
-    // both ways a program can be (static shapes, and shape-generic as eager ops and small
-    // programs are).
-    for (const mode of ["never", "always"] as const) {
-      describe(mode === "never" ? "static kernels" : "shape-generic kernels", () => {
-        const samples = new Map<string, Case[]>();
-        beforeAll(() => {
-          nativeTesting.generic = mode;
-          const all: Case[] = [];
-          OPCODES.forEach((op, k) => {
-            const c = CASES[op];
-            if (c === UNSUPPORTED) return;
-            const cs = fc.sample(c, { numRuns: NATIVE_RUNS, seed: 1000 + k });
-            samples.set(op, cs);
-            all.push(...cs);
-          });
-          prepareNative(all.map((c) => c.module));
-        }, 300_000);
-        afterAll(() => {
-          nativeTesting.generic = "auto";
-        });
-        for (const op of OPCODES) {
-          if (CASES[op] === UNSUPPORTED) continue;
-          it(op, () => {
-            nativeTesting.generic = mode;
-            try {
-              for (const k of samples.get(op)!) {
-                const why = problem(backend, k);
-                if (why !== null) throw new Error(explain(backend, k, why));
-              }
-            } finally {
+        if (exact) {
+          for (const op of OPCODES) {
+            const c = cases[op];
+            if (c === UNSUPPORTED) continue;
+            it(op, () => {
+              fc.assert(
+                fc.property(c, (k) => {
+                  const why = problem(backend, k);
+                  if (why !== null) throw new Error(explain(backend, k, why));
+                }),
+                { numRuns: cls.exactRuns },
+              );
+            });
+          }
+          return;
+        }
+        // A tolerance backend: fixed samples per opcode, their kernels built in one batch,
+        // lowered both ways a program can be (static shapes, and shape-generic as eager ops and
+        // small programs are).
+        for (const mode of ["never", "always"] as const) {
+          describe(mode === "never" ? "static kernels" : "shape-generic kernels", () => {
+            const samples = new Map<string, Case[]>();
+            beforeAll(() => {
+              nativeTesting.generic = mode;
+              const all: Case[] = [];
+              OPCODES.forEach((op, k) => {
+                const c = cases[op];
+                if (c === UNSUPPORTED) return;
+                const cs = fc.sample(c, { numRuns: cls.nativeRuns, seed: cls.seed + k });
+                samples.set(op, cs);
+                all.push(...cs);
+              });
+              prepareNative(all.map((c) => c.module));
+            }, 300_000);
+            afterAll(() => {
               nativeTesting.generic = "auto";
+            });
+            for (const op of OPCODES) {
+              if (cases[op] === UNSUPPORTED) continue;
+              it(op, () => {
+                nativeTesting.generic = mode;
+                try {
+                  for (const k of samples.get(op)!) {
+                    const why = problem(backend, k);
+                    if (why !== null) throw new Error(explain(backend, k, why));
+                  }
+                } finally {
+                  nativeTesting.generic = "auto";
+                }
+              });
             }
           });
         }
-      });
-    }
-  });
+      },
+    );
+  }
 }

@@ -1,17 +1,21 @@
 // Creation: tensor() from nested/typed/flat data with dtype inference and conversion, the IR-
 // lowered fills and ranges (zeros ones full arange linspace eye and *Like) checked against
 // plain-JS formulas, and random tensors: reproducible under a seed, in range, roughly the
-// right distribution, with generators independent of the default one.
+// right distribution, with generators independent of the default one. A size no array can
+// hold is an OpError naming the op, the element count and the bytes, eager, lazy and compiled.
 
 import { describe, expect, it } from "vitest";
+import { compile } from "../../compiler/index.ts";
 import { roundToF16 } from "../../ir/literal.ts";
 import {
   arange,
   ArgumentError,
   eye,
+  fromBytes,
   full,
   fullLike,
   Generator,
+  lazy,
   linspace,
   manualSeed,
   OpError,
@@ -289,5 +293,60 @@ describe("random", () => {
     expect(r.dtype).toBe("int32");
     expect(flat(r).every((y) => y >= 0 && y < 10)).toBe(true);
     expect(flat(randintLike(i, 5, 7)).every((y) => y === 5 || y === 6)).toBe(true);
+  });
+});
+
+describe("impossible sizes", () => {
+  it.each([
+    ["rand(1e10)", () => rand(1e10), /^rand: .*10000000000 float32 elements \(40000000000 bytes\)/],
+    ["randn(1e5, 1e5)", () => randn(1e5, 1e5), /^randn: .*10000000000 float32 elements/],
+    [
+      "randint(0, 5, [1e10])",
+      () => randint(0, 5, [1e10]),
+      /^randint: .*10000000000 int64 elements \(80000000000 bytes\)/,
+    ],
+    [
+      "fromBytes(bytes, 'float16', [1e10])",
+      () => fromBytes(new Uint8Array(4), "float16", [1e10]),
+      /^fromBytes: .*10000000000 float16 elements \(20000000000 bytes\)/,
+    ],
+  ] as const)("%s (filled in JS): an OpError naming the op, the count and the bytes", (_, f, m) => {
+    expect(f).toThrow(OpError);
+    expect(f).toThrow(m);
+  });
+
+  it.each([
+    [
+      "zeros(1e10)",
+      () => zeros(1e10),
+      /^zeros: .*10000000000 float32 elements \(40000000000 bytes\)/,
+    ],
+    [
+      "zeros(1e5, 1e5, 1e5)",
+      () => zeros(1e5, 1e5, 1e5),
+      /^zeros: .*1000000000000000 float32 elements \(4000000000000000 bytes\)/,
+    ],
+    [
+      "arange(0, 1e12)",
+      () => arange(0, 1e12),
+      /^arange: .*1000000000000 int64 elements \(8000000000000 bytes\)/,
+    ],
+    ["ones(2 ** 33)", () => ones(2 ** 33), /^ones: .*8589934592 float32 elements/],
+    ["full([1e6, 1e6], 1)", () => full([1e6, 1e6], 1), /^full: .*1000000000000 int64/],
+    ["linspace(0, 1, 1e10)", () => linspace(0, 1, 1e10), /^linspace: .*10000000000 float32/],
+    ["eye(1e6)", () => eye(1e6), /^eye: .*1000000000000 int32/],
+  ] as const)("%s: an OpError naming the op, the count and the bytes", (_what, f, msg) => {
+    for (const mode of ["eager", "lazy", "compiled"] as const) {
+      let err: unknown;
+      try {
+        if (mode === "eager") f();
+        else if (mode === "lazy") lazy(() => f().toArray());
+        else compile(() => f())();
+      } catch (e) {
+        err = e;
+      }
+      expect(err, mode).toBeInstanceOf(OpError);
+      expect((err as Error).message, mode).toMatch(msg);
+    }
   });
 });

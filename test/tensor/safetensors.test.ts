@@ -4,7 +4,7 @@
 // PyTorch's side (scripts/fixtures/common.py), and malformed files, each rejected with a message
 // naming the problem and the tensor.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -211,6 +211,11 @@ describe("malformed files are rejected naming the problem and the tensor", () =>
       file({ w: [1, 2] }),
       /tensor 'w': the header entry must be an object/,
     ],
+    [
+      "header starting with a UTF-8 byte-order mark",
+      file(`\uFEFF${JSON.stringify(w())}`, data16),
+      /the header starts with a UTF-8 byte-order mark/,
+    ],
   ];
   for (const [what, bytes, message] of bad) {
     it(what, () => {
@@ -218,6 +223,22 @@ describe("malformed files are rejected naming the problem and the tensor", () =>
       expect(() => loadSafetensors(bytes)).toThrow(message);
     });
   }
+
+  it("refuses what is not a regular file, and never reads it (/dev/zero never ends)", () => {
+    expect(() => readSafetensors("/dev/zero")).toThrow(SafetensorsError);
+    expect(() => loadSafetensors("/dev/zero")).toThrow(
+      /safetensors '\/dev\/zero': is a device, not a regular file/,
+    );
+    expect(() => loadSafetensors(dir)).toThrow(/is a directory, not a regular file/);
+  });
+
+  it("bounds reads of a path by the file's size: a lying header length is an error", () => {
+    const path = join(dir, "lying.safetensors");
+    writeFileSync(path, file({}, new Uint8Array(0), 2n ** 20n));
+    expect(() => loadSafetensors(path)).toThrow(
+      /lying\.safetensors': header length 1048576 is beyond the end of the file \(2 bytes/,
+    );
+  });
 
   it("names the file when reading from a path", () => {
     const path = join(dir, "missing.safetensors");
