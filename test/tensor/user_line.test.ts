@@ -137,7 +137,12 @@ describe("eager: the message ends with the user's line", () => {
     const saved = Error.stackTraceLimit;
     Error.stackTraceLimit = 10;
     try {
-      for (const c of OP_CASES) checkLocated(thrown(() => c.run(...c.inputs())), c);
+      for (const c of OP_CASES) {
+        const e = thrown(() => c.run(...c.inputs()));
+        checkLocated(e, c);
+        expect(e.stack).toContain(`${FILE}:${expectedFrame(c).line}:`);
+      }
+      expect(Error.stackTraceLimit).toBe(10);
     } finally {
       Error.stackTraceLimit = saved;
     }
