@@ -146,7 +146,8 @@ export function compile(
   const threads = c.config.threads;
   function compiled(this: unknown, ...args: unknown[]): unknown {
     try {
-      return threads === undefined ? call(c, args) : withNativeThreads(threads, () => call(c, args));
+      if (threads === undefined) return call(c, args);
+      return withNativeThreads(threads, () => call(c, args));
     } catch (e) {
       // Kiln's errors name the user's line (an op's error already does); the user's own are
       // thrown unchanged.

@@ -2,9 +2,10 @@
 // is the first stack frame outside Kiln's own library directories (ir/, tensor/, runtime/,
 // passes/, compiler/, util/, cli/, index.ts, node_modules, Node internals: util/user_frame.ts);
 // models/, tests and examples count as user code here (an error raised at a zoo model's line
-// also names the user's call of the model, util/user_frame.ts). Under vitest and tsx the stack already points at `.ts` lines; under plain Node,
-// source maps are turned on (process.setSourceMapsEnabled) the first time a location is asked
-// for, so compiled JavaScript maps back to the TypeScript it came from. Parameter names come
+// also names the user's call of the model, util/user_frame.ts). Under vitest and tsx the stack
+// already points at `.ts` lines; under plain Node, source maps are turned on
+// (process.setSourceMapsEnabled) the first time a location is asked for, so compiled
+// JavaScript maps back to the TypeScript it came from. Parameter names come
 // from the function's source text, so a guard reads `x.shape[1] was 128, now 129` rather
 // than `args[0].shape[1] ...`.
 

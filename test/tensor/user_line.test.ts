@@ -1,9 +1,9 @@
 // Every error raised for a user's op call ends with the user's line, `at file:line:col` — the
 // offending call in THIS file — eager, under lazy(), and under compile() (where the tracer's
-// recorded location names it), and `err.userFrame` holds the same place. Each misuse case sits
-// on its own line; the expected line and column are read from this file's text (the line of the
-// case's name, the column of its `callee` token, where V8 puts a call's position), so editing
-// the file never makes the expectations stale.
+// recorded location names it), and `err.userFrame` holds the same place. The expected line and
+// column are read from this file's text (the `run:` line after the case's name, the column of
+// its `callee` token, where V8 puts a call's position), so editing the file never makes the
+// expectations stale.
 
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -28,7 +28,7 @@ const FILE = fileURLToPath(import.meta.url);
 const LINES = readFileSync(FILE, "utf8").split("\n");
 
 interface Case {
-  /** Unique in this file: the case's line is the one that names it. */
+  /** Unique in this file: the case's call is on the first `run:` line from the one naming it. */
   readonly name: string;
   /** The call's token on that line (a method or function name). */
   readonly callee: string;
@@ -44,61 +44,99 @@ const f = (...dims: number[]) => () => [zeros(dims)];
 const two = (a: number[], b: number[]) => () => [zeros(a), zeros(b)];
 const ints = () => [tensor([1, 2, 3], { dtype: "int32" })];
 
-// prettier-ignore
 const CASES: Case[] = [
-  { name: "matmul-inner", callee: "matmul", inputs: two([4, 8], [4, 8]), run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
-  { name: "matmul-batch", callee: "matmul", inputs: two([2, 3, 4], [5, 4, 2]), run: (a, b) => ops.matmul(a!, b!), prefix: "matmul:" },
-  { name: "matmul-0d", callee: "matmul", inputs: two([], [3]), run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
-  { name: "bmm-rank", callee: "bmm", inputs: two([2, 3], [3, 2]), run: (a, b) => ops.bmm(a!, b!), prefix: "bmm:" },
-  { name: "add-broadcast", callee: "add", inputs: two([2, 3], [4]), run: (a, b) => a!.add(b!), prefix: "add:" },
-  { name: "mul-broadcast", callee: "mul", inputs: two([5, 2], [3, 2]), run: (a, b) => a!.mul(b!), prefix: "mul:" },
-  { name: "sub-broadcast", callee: "sub", inputs: two([2, 2, 2], [3, 1]), run: (a, b) => ops.sub(a!, b!), prefix: "sub:" },
-  { name: "where-broadcast", callee: "where", inputs: two([2], [3]), run: (a, b) => ops.where(a!.gt(0), a!, b!), prefix: "where:" },
+  { name: "matmul-inner", callee: "matmul", inputs: two([4, 8], [4, 8]),
+    run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
+  { name: "matmul-batch", callee: "matmul", inputs: two([2, 3, 4], [5, 4, 2]),
+    run: (a, b) => ops.matmul(a!, b!), prefix: "matmul:" },
+  { name: "matmul-0d", callee: "matmul", inputs: two([], [3]),
+    run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
+  { name: "bmm-rank", callee: "bmm", inputs: two([2, 3], [3, 2]),
+    run: (a, b) => ops.bmm(a!, b!), prefix: "bmm:" },
+  { name: "add-broadcast", callee: "add", inputs: two([2, 3], [4]),
+    run: (a, b) => a!.add(b!), prefix: "add:" },
+  { name: "mul-broadcast", callee: "mul", inputs: two([5, 2], [3, 2]),
+    run: (a, b) => a!.mul(b!), prefix: "mul:" },
+  { name: "sub-broadcast", callee: "sub", inputs: two([2, 2, 2], [3, 1]),
+    run: (a, b) => ops.sub(a!, b!), prefix: "sub:" },
+  { name: "where-broadcast", callee: "where", inputs: two([2], [3]),
+    run: (a, b) => ops.where(a!.gt(0), a!, b!), prefix: "where:" },
   { name: "sum-dim", callee: "sum", inputs: f(2, 3), run: (a) => a!.sum(5), prefix: "sum:" },
-  { name: "mean-dim-neg", callee: "mean", inputs: f(2, 3), run: (a) => a!.mean(-3), prefix: "mean:" },
-  { name: "softmax-dim", callee: "softmax", inputs: f(2, 3), run: (a) => a!.softmax(2), prefix: "softmax:" },
-  { name: "transpose-dim", callee: "transpose", inputs: f(2, 3), run: (a) => a!.transpose(0, 4), prefix: "transpose:" },
-  { name: "permute-rank", callee: "permute", inputs: f(2, 3), run: (a) => a!.permute(0, 1, 2), prefix: "permute:" },
-  { name: "squeeze-dim", callee: "squeeze", inputs: f(2, 3), run: (a) => a!.squeeze(3), prefix: "squeeze:" },
-  { name: "unsqueeze-dim", callee: "unsqueeze", inputs: f(2, 3), run: (a) => a!.unsqueeze(7), prefix: "unsqueeze:" },
-  { name: "reshape-size", callee: "reshape", inputs: f(2, 3), run: (a) => a!.reshape(4, 2), prefix: "reshape:" },
-  { name: "reshape-two-infer", callee: "reshape", inputs: f(2, 3), run: (a) => a!.reshape(-1, -1), prefix: "reshape:" },
+  { name: "mean-dim-neg", callee: "mean", inputs: f(2, 3),
+    run: (a) => a!.mean(-3), prefix: "mean:" },
+  { name: "softmax-dim", callee: "softmax", inputs: f(2, 3),
+    run: (a) => a!.softmax(2), prefix: "softmax:" },
+  { name: "transpose-dim", callee: "transpose", inputs: f(2, 3),
+    run: (a) => a!.transpose(0, 4), prefix: "transpose:" },
+  { name: "permute-rank", callee: "permute", inputs: f(2, 3),
+    run: (a) => a!.permute(0, 1, 2), prefix: "permute:" },
+  { name: "squeeze-dim", callee: "squeeze", inputs: f(2, 3),
+    run: (a) => a!.squeeze(3), prefix: "squeeze:" },
+  { name: "unsqueeze-dim", callee: "unsqueeze", inputs: f(2, 3),
+    run: (a) => a!.unsqueeze(7), prefix: "unsqueeze:" },
+  { name: "reshape-size", callee: "reshape", inputs: f(2, 3),
+    run: (a) => a!.reshape(4, 2), prefix: "reshape:" },
+  { name: "reshape-two-infer", callee: "reshape", inputs: f(2, 3),
+    run: (a) => a!.reshape(-1, -1), prefix: "reshape:" },
   { name: "view-size", callee: "view", inputs: f(2, 3), run: (a) => a!.view(7), prefix: "view:" },
-  { name: "expand-size", callee: "expand", inputs: f(2, 3), run: (a) => a!.expand(4, 3), prefix: "expand:" },
-  { name: "flatten-dims", callee: "flatten", inputs: f(2, 3), run: (a) => a!.flatten(1, 0), prefix: "flatten:" },
-  { name: "cat-shapes", callee: "cat", inputs: two([2, 3], [2, 4]), run: (a, b) => ops.cat([a!, b!], 0), prefix: "cat:" },
-  { name: "cat-dim", callee: "cat", inputs: two([2, 3], [2, 3]), run: (a, b) => ops.cat([a!, b!], 2), prefix: "cat:" },
-  { name: "stack-shapes", callee: "stack", inputs: two([2], [3]), run: (a, b) => ops.stack([a!, b!]), prefix: "stack:" },
-  { name: "narrow-range", callee: "narrow", inputs: f(4), run: (a) => a!.narrow(0, 2, 5), prefix: "narrow:" },
-  { name: "split-dim", callee: "split", inputs: f(4), run: (a) => a!.split(2, 3), prefix: "split:" },
-  { name: "pad-length", callee: "pad", inputs: f(4), run: (a) => ops.pad(a!, [1, 2, 3]), prefix: "pad:" },
-  { name: "gather-rank", callee: "gather", inputs: f(2, 3), run: (a) => a!.gather(1, arange(3)), prefix: "gather:" },
-  { name: "index-select-dim", callee: "indexSelect", inputs: f(2, 3), run: (a) => a!.indexSelect(2, arange(2)), prefix: "indexSelect:" },
-  { name: "linear-features", callee: "linear", inputs: two([2, 3], [4, 5]), run: (a, w) => ops.linear(a!, w!), prefix: "linear:" },
-  { name: "layer-norm-shape", callee: "layerNorm", inputs: f(2, 3), run: (a) => ops.layerNorm(a!, [4]), prefix: "layerNorm:" },
-  { name: "cross-entropy-shape", callee: "crossEntropy", inputs: f(2, 3), run: (a) => ops.crossEntropy(a!, arange(3)), prefix: "crossEntropy:" },
-  { name: "mse-shape", callee: "mseLoss", inputs: two([2, 3], [3, 2]), run: (a, b) => ops.mseLoss(a!, b!), prefix: "mseLoss:" },
-  { name: "sum-bad-dim-type", callee: "sum", inputs: f(2), run: (a) => a!.sum("x" as never), prefix: "sum:" },
-  { name: "to-bad-dtype", callee: "to", inputs: f(2), run: (a) => a!.to("float99" as never), prefix: "to:" },
-  { name: "relu-int-ok-exp-int", callee: "bitwiseNot", inputs: f(2), run: (a) => (a as unknown as { bitwiseNot?: () => Tensor }).bitwiseNot!(), prefix: "", eagerOnly: true },
+  { name: "expand-size", callee: "expand", inputs: f(2, 3),
+    run: (a) => a!.expand(4, 3), prefix: "expand:" },
+  { name: "flatten-dims", callee: "flatten", inputs: f(2, 3),
+    run: (a) => a!.flatten(1, 0), prefix: "flatten:" },
+  { name: "cat-shapes", callee: "cat", inputs: two([2, 3], [2, 4]),
+    run: (a, b) => ops.cat([a!, b!], 0), prefix: "cat:" },
+  { name: "cat-dim", callee: "cat", inputs: two([2, 3], [2, 3]),
+    run: (a, b) => ops.cat([a!, b!], 2), prefix: "cat:" },
+  { name: "stack-shapes", callee: "stack", inputs: two([2], [3]),
+    run: (a, b) => ops.stack([a!, b!]), prefix: "stack:" },
+  { name: "narrow-range", callee: "narrow", inputs: f(4),
+    run: (a) => a!.narrow(0, 2, 5), prefix: "narrow:" },
+  { name: "split-dim", callee: "split", inputs: f(4),
+    run: (a) => a!.split(2, 3), prefix: "split:" },
+  { name: "pad-length", callee: "pad", inputs: f(4),
+    run: (a) => ops.pad(a!, [1, 2, 3]), prefix: "pad:" },
+  { name: "gather-rank", callee: "gather", inputs: f(2, 3),
+    run: (a) => a!.gather(1, arange(3)), prefix: "gather:" },
+  { name: "index-select-dim", callee: "indexSelect", inputs: f(2, 3),
+    run: (a) => a!.indexSelect(2, arange(2)), prefix: "indexSelect:" },
+  { name: "linear-features", callee: "linear", inputs: two([2, 3], [4, 5]),
+    run: (a, w) => ops.linear(a!, w!), prefix: "linear:" },
+  { name: "layer-norm-shape", callee: "layerNorm", inputs: f(2, 3),
+    run: (a) => ops.layerNorm(a!, [4]), prefix: "layerNorm:" },
+  { name: "cross-entropy-shape", callee: "crossEntropy", inputs: f(2, 3),
+    run: (a) => ops.crossEntropy(a!, arange(3)), prefix: "crossEntropy:" },
+  { name: "mse-shape", callee: "mseLoss", inputs: two([2, 3], [3, 2]),
+    run: (a, b) => ops.mseLoss(a!, b!), prefix: "mseLoss:" },
+  { name: "sum-bad-dim-type", callee: "sum", inputs: f(2),
+    run: (a) => a!.sum("x" as never), prefix: "sum:" },
+  { name: "to-bad-dtype", callee: "to", inputs: f(2),
+    run: (a) => a!.to("float99" as never), prefix: "to:" },
+  { name: "user-own-type-error", callee: "bitwiseNot", inputs: f(2),
+    run: (a) => (a as unknown as { bitwiseNot?: () => Tensor }).bitwiseNot!(),
+    prefix: "", eagerOnly: true },
   { name: "tril-rank", callee: "tril", inputs: f(3), run: (a) => a!.tril(), prefix: "tril:" },
   { name: "topk-k", callee: "topk", inputs: f(3), run: (a) => a!.topk(5), prefix: "topk:" },
-  { name: "einsum-spec", callee: "einsum", inputs: two([2, 3], [4, 5]), run: (a, b) => ops.einsum("ij,jk->ik", a!, b!), prefix: "einsum:" },
-  { name: "embedding-ids-dtype", callee: "embedding", inputs: two([3], [4, 2]), run: (ids, w) => ops.embedding(ids!, w!), prefix: "embedding:" },
-  { name: "item-many", callee: "item", inputs: f(3), run: (a) => a!.item(), prefix: "item:", eagerOnly: true },
-  { name: "int-matmul-float", callee: "matmul", inputs: () => [ints()[0]!, zeros(4)], run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
-  { name: "nn-linear-features", callee: "forward", inputs: f(2, 7), run: (x) => new nn.Linear(3, 4).forward(x!), prefix: "linear:" },
+  { name: "einsum-spec", callee: "einsum", inputs: two([2, 3], [4, 5]),
+    run: (a, b) => ops.einsum("ij,jk->ik", a!, b!), prefix: "einsum:" },
+  { name: "embedding-ids-dtype", callee: "embedding", inputs: two([3], [4, 2]),
+    run: (ids, w) => ops.embedding(ids!, w!), prefix: "embedding:" },
+  { name: "item-many", callee: "item", inputs: f(3),
+    run: (a) => a!.item(), prefix: "item:", eagerOnly: true },
+  { name: "int-matmul-float", callee: "matmul", inputs: () => [ints()[0]!, zeros(4)],
+    run: (a, b) => a!.matmul(b!), prefix: "matmul:" },
+  { name: "nn-linear-features", callee: "forward", inputs: f(2, 7),
+    run: (x) => new nn.Linear(3, 4).forward(x!), prefix: "linear:" },
 ];
 
-/** The case's offending call, as `file:line:col` (the callee's position on the case's line). */
+/** The case's offending call: the callee's position on the `run:` line of the case. */
 function expectedFrame(c: Case): UserFrame {
   const tag = `name: "${c.name}"`;
-  const index = LINES.findIndex((l) => l.includes(tag));
-  if (index < 0) throw new Error(`case ${c.name} not found in ${FILE}`);
+  const start = LINES.findIndex((l) => l.includes(tag));
+  if (start < 0) throw new Error(`case ${c.name} not found in ${FILE}`);
+  const index = LINES.findIndex((l, i) => i >= start && l.includes("run:"));
   const text = LINES[index]!;
-  const runAt = text.indexOf("run:");
-  const col = text.indexOf(`${c.callee}(`, runAt);
-  if (col < 0) throw new Error(`case ${c.name}: callee '${c.callee}' not on its line`);
+  const col = text.indexOf(`${c.callee}(`, text.indexOf("run:"));
+  if (col < 0) throw new Error(`case ${c.name}: callee '${c.callee}' not on its run: line`);
   return { file: FILE, line: index + 1, column: col + 1 };
 }
 
@@ -121,7 +159,7 @@ function checkLocated(e: Error, c: Case): void {
   expect({ file: frame!.file, line: frame!.line, column: frame!.column }).toEqual(want);
 }
 
-// The bitwiseNot row checks a plain JS TypeError from the user's own code passes unchanged.
+// The user-own-type-error row: a TypeError from the user's own code passes unchanged.
 const OP_CASES = CASES.filter((c) => c.prefix !== "");
 
 describe("eager: the message ends with the user's line", () => {
@@ -154,7 +192,7 @@ describe("eager: the message ends with the user's line", () => {
     expect(e.op).toBe("matmul");
     expect(e.detail).not.toContain(" at ");
     expect(e.message).toBe(`matmul: ${e.detail} at ${formatFrame(expectedFrame(c))}`);
-    const own = CASES.find((x) => x.name === "relu-int-ok-exp-int")!;
+    const own = CASES.find((x) => x.name === "user-own-type-error")!;
     const t = thrown(() => own.run(...own.inputs()));
     expect(t).toBeInstanceOf(TypeError);
     expect((t as { userFrame?: unknown }).userFrame).toBeUndefined();
@@ -191,11 +229,13 @@ describe("a zoo model's op: the zoo's line inside the user's call", () => {
   const zoo = positionIn("models/mlp.ts", "return this.layers.call(x);", "call");
   const mlp = createMLP();
   const cases: Case[] = [
-    { name: "zoo-eager", callee: "forward", inputs: f(2, 999), run: (x) => mlp.forward(x!), prefix: "linear:" },
+    { name: "zoo-eager", callee: "forward", inputs: f(2, 999),
+      run: (x) => mlp.forward(x!), prefix: "linear:" },
   ];
   it("eager and compiled", () => {
     const c = cases[0]!;
-    for (const e of [thrown(() => c.run(...c.inputs())), thrown(() => compile(c.run)(...c.inputs()))]) {
+    const eager = thrown(() => c.run(...c.inputs()));
+    for (const e of [eager, thrown(() => compile(c.run)(...c.inputs()))]) {
       checkLocated(e, c);
       expect(e.message).toContain(` (in ${formatFrame(zoo)}) at `);
       expect((e as { userFrame?: UserFrame }).userFrame!.zoo).toEqual(zoo);
@@ -220,6 +260,16 @@ describe("running a compiled program", () => {
     expect(e).toBeInstanceOf(EvalError);
     expect(e.message.startsWith(`evaluate %${dot.name}: injected failure`)).toBe(true);
     checkLocated(e, { ...c, prefix: "evaluate" });
+  });
+});
+
+describe("compile(fullgraph): a graph break", () => {
+  it("ends with the break's line, once", () => {
+    const c: Case = { name: "graph-break-item", callee: "item", inputs: f(1),
+      run: (a) => a!.add(a!.item()), prefix: "compile(fullgraph): " };
+    const e = thrown(() => compile(c.run, { fullgraph: true })(...c.inputs()));
+    checkLocated(e, c);
+    expect(e.message.split(" at ").length, e.message).toBe(2);
   });
 });
 
