@@ -9,7 +9,8 @@
 // and may export `inputs(spec, config?)` (the example arguments for a size spec) and
 // `compileOptions` (merged under the command line's options). A bare zoo name (`gpt2`) stands
 // for the zoo's file. Every failure is a one-line CliError with exit code 3 (load) or 4 (the
-// model's own code threw).
+// model's own code threw); one in the model file (a syntax error included) ends with its
+// `at file:line:col`.
 
 import { existsSync, statSync } from "node:fs";
 import { extname, resolve } from "node:path";
@@ -17,7 +18,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { CompileOptions } from "../compiler/index.ts";
 import { nn } from "../index.ts";
 import { zoo } from "../models/index.ts";
-import { CliError, EXIT, firstLine } from "./errors.ts";
+import { CliError, EXIT, firstLineAt } from "./errors.ts";
 import { formatSpec, type SizeSpec } from "./spec.ts";
 
 type AnyFunction = (...args: never[]) => unknown;
@@ -68,7 +69,7 @@ export async function loadModel(path: string, config = "tiny"): Promise<LoadedMo
   try {
     ns = await import(pathToFileURL(file).href);
   } catch (e) {
-    throw new CliError(EXIT.load, `cannot import '${path}': ${firstLine(e)}`, e);
+    throw new CliError(EXIT.load, `cannot import '${path}': ${firstLineAt(e)}`, e);
   }
   if (!isRecord(ns) || ns["default"] === undefined) {
     throw new CliError(
@@ -162,7 +163,7 @@ export function userCode<T>(path: string, what: string, fn: () => T): T {
   } catch (e) {
     if (e instanceof CliError) throw e;
     const name = e instanceof Error && e.name !== "Error" ? `${e.name}: ` : "";
-    throw new CliError(EXIT.model, `'${path}' threw while ${what}: ${name}${firstLine(e)}`, e);
+    throw new CliError(EXIT.model, `'${path}' threw while ${what}: ${name}${firstLineAt(e)}`, e);
   }
 }
 

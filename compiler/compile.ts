@@ -23,6 +23,7 @@ import { lazyStats } from "../tensor/lazy.ts";
 import { Module as NNModule } from "../tensor/nn/module.ts";
 import { withNativeThreads } from "../runtime/native/backend.ts";
 import { log, logEnabled } from "../util/log.ts";
+import { isLocated, locateHere, thrownByKiln } from "../util/user_frame.ts";
 import type { SourceAnalysis } from "./analyze.ts";
 import { buildEntryProgram } from "./build.ts";
 import {
@@ -144,7 +145,14 @@ export function compile(
   const c: Compiled = { target, config: resolveConfig(options), state };
   const threads = c.config.threads;
   function compiled(this: unknown, ...args: unknown[]): unknown {
-    return threads === undefined ? call(c, args) : withNativeThreads(threads, () => call(c, args));
+    try {
+      if (threads === undefined) return call(c, args);
+      return withNativeThreads(threads, () => call(c, args));
+    } catch (e) {
+      // Kiln's errors name the user's line (an op's error already does); the user's own are
+      // thrown unchanged.
+      throw e instanceof Error && !isLocated(e) && thrownByKiln(e) ? locateHere(e) : e;
+    }
   }
   const internals: Internals = {
     name: target.name,

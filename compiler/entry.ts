@@ -14,6 +14,7 @@ import { runPadded } from "../passes/dynamic_padder.ts";
 import { type Executable, single } from "../runtime/index.ts";
 import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
 import { Tensor } from "../tensor/tensor.ts";
+import { frameAt, locate, locateHere } from "../util/user_frame.ts";
 import type { Capture, OutLeaf, OutWrite } from "./capture.ts";
 import { affineAt } from "./dynamic_module.ts";
 import type { GuardSet } from "./guards.ts";
@@ -78,7 +79,12 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
   let results: EvalValue[] = [];
   if (e.exe) {
     const inputs = e.readers.map((r) => r(args));
-    const out = e.dynamicModule ? runPadded(e.exe, e.dynamicModule, inputs) : e.exe.run(inputs);
+    let out: EvalValue;
+    try {
+      out = e.dynamicModule ? runPadded(e.exe, e.dynamicModule, inputs) : e.exe.run(inputs);
+    } catch (err) {
+      throw err instanceof Error ? locateRun(err, e.dynamicModule ?? e.module) : err;
+    }
     results = e.tuple ? (out as EvalValue[]) : [out];
   }
   const tensors: (Tensor | undefined)[] = results.map(() => undefined);
@@ -101,6 +107,29 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
   const value = unflatten(e.outSpec, e.outLeaves.map(produce));
   for (const w of e.writes) (w.target as Record<string, unknown>)[w.key] = produce(w.leaf);
   return value;
+}
+
+/**
+ * An error from running a program, at the user's line of the instruction it names (the
+ * source location the tracer recorded on it), else at the compiled function's call.
+ */
+function locateRun(err: Error, module: Module | undefined): Error {
+  const name = (err as { instruction?: unknown }).instruction;
+  if (module !== undefined && typeof name === "string") {
+    for (const i of module.allInstructions()) {
+      if (i.name !== name) continue;
+      const m = i.metadata;
+      if (m.sourceFile !== undefined && m.sourceLine !== undefined) {
+        return locate(err, frameAt({
+          file: m.sourceFile,
+          line: m.sourceLine,
+          column: m.sourceColumn ?? 1,
+        }));
+      }
+      break;
+    }
+  }
+  return locateHere(err);
 }
 
 /** How a program parameter is read on a call. */

@@ -1,12 +1,15 @@
 // Where in the USER's source something happened, and what the user called things. A location
 // is the first stack frame outside Kiln's own library directories (ir/, tensor/, runtime/,
-// passes/, compiler/, util/, node_modules, Node internals); models/, tests and examples count
-// as user code. Under vitest and tsx the stack already points at `.ts` lines; under plain Node,
-// source maps are turned on (process.setSourceMapsEnabled) the first time a location is asked
-// for, so compiled JavaScript maps back to the TypeScript it came from. Parameter names come
+// passes/, compiler/, util/, cli/, index.ts, node_modules, Node internals: util/user_frame.ts);
+// models/, tests and examples count as user code here (an error raised at a zoo model's line
+// also names the user's call of the model, util/user_frame.ts). Under vitest and tsx the stack
+// already points at `.ts` lines; under plain Node, source maps are turned on
+// (process.setSourceMapsEnabled) the first time a location is asked for, so compiled
+// JavaScript maps back to the TypeScript it came from. Parameter names come
 // from the function's source text, so a guard reads `x.shape[1] was 128, now 129` rather
 // than `args[0].shape[1] ...`.
 
+import { fileKind } from "../util/user_frame.ts";
 import { fileUrlToPath, readTextFile } from "./node_builtins.ts";
 
 /** A place in the user's source. */
@@ -17,10 +20,6 @@ export interface SourceLocation {
 }
 
 const ROOT = fileUrlToPath(new URL("..", import.meta.url).href);
-const LIBRARY_DIRS = ["ir", "tensor", "runtime", "passes", "compiler", "util"].map(
-  (d) => `${ROOT}${d}/`,
-);
-
 let sourceMapsOn = false;
 
 function ensureSourceMaps(): void {
@@ -32,9 +31,9 @@ function ensureSourceMaps(): void {
 
 const FRAME = /\(?((?:file:\/\/)?[^\s()]+?):(\d+):(\d+)\)?\s*$/;
 
+/** Kiln's library, by the one list errors use too (util/user_frame.ts); models/ is not in it. */
 function isLibraryFile(file: string): boolean {
-  if (file.startsWith("node:") || file.includes("/node_modules/")) return true;
-  return LIBRARY_DIRS.some((d) => file.startsWith(d));
+  return fileKind(file) === "library";
 }
 
 /** The file part of a frame, as a path (file:// URLs decoded). */

@@ -3,6 +3,12 @@
 // and, where it comes from the user's code, the source location (`models/gpt2.ts:214:13`).
 
 import type { Guard } from "./guards.ts";
+import {
+  captureUserFrame,
+  frameAt,
+  nameLocation,
+  type UserFrame,
+} from "../util/user_frame.ts";
 import { formatLocation, type SourceLocation } from "./source.ts";
 
 /** A guard that failed and made the function trace again. */
@@ -133,10 +139,15 @@ export class GraphBreakError extends Error {
   readonly location: SourceLocation | undefined;
 
   constructor(what: string, location: SourceLocation | undefined) {
-    super(`compile(fullgraph): ${what} at ${formatLocation(location)}`);
+    super(`compile(fullgraph): ${what}`);
     this.name = "GraphBreakError";
     this.location = location;
+    // Ends with the recorded line (a zoo model's inside the user's call), as every error does.
+    nameLocation(this, location ? frameAt(location) : captureUserFrame());
+    if (this.userFrame === undefined) this.message += ` at ${formatLocation(location)}`;
   }
+
+  declare readonly userFrame?: UserFrame;
 }
 
 /** A recompilation under `errorOnRecompile: true`. */

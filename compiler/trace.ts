@@ -38,6 +38,7 @@ import {
 import type { GuardSpec } from "./guards.ts";
 import { formatPath, isContainer } from "./pytree.ts";
 import { formatLocation, type SourceLocation, userLocation } from "./source.ts";
+import { frameAt, locate } from "../util/user_frame.ts";
 
 // ---- Symbolic inputs ------------------------------------------------------------------------
 
@@ -656,7 +657,13 @@ export function buildProgram(
             sourceColumn: n.location.column,
           }
         : {};
-      const out = lowerOp(b, n.op, ins, n.attrs, meta);
+      let out: Instruction | Instruction[];
+      try {
+        out = lowerOp(b, n.op, ins, n.attrs, meta);
+      } catch (e) {
+        // The stack now is the compiled call's; the op's own line was recorded when traced.
+        throw e instanceof Error && n.location ? locate(e, frameAt(n.location)) : e;
+      }
       values.set(n, Array.isArray(out) ? out : [out]);
     }
     const results = resultSrcs.map((r) => {

@@ -34,6 +34,7 @@ import {
   type Executable,
 } from "../runtime/index.ts";
 import { log } from "../util/log.ts";
+import { locateHere } from "../util/user_frame.ts";
 import {
   type AnyParam,
   type ArgsOf,
@@ -442,8 +443,20 @@ function register(def: OpDefinition): void {
   registry.set(def.name, def);
 }
 
-/** Parses a call and runs it: lowerings through the current mode, decompositions directly. */
+/**
+ * Parses a call and runs it: lowerings through the current mode, decompositions directly.
+ * Whatever escapes it names the user's line (an OpError does so itself; an IR error from
+ * running the op, a RangeError from allocating, gets ` at file:line:col` appended here).
+ */
 export function callOp(def: OpDefinition, raw: readonly unknown[]): Tensor | Tensor[] {
+  try {
+    return runOp(def, raw);
+  } catch (e) {
+    throw e instanceof Error ? locateHere(e) : e;
+  }
+}
+
+function runOp(def: OpDefinition, raw: readonly unknown[]): Tensor | Tensor[] {
   const parsed = parseArgs(def.name, def.signature, raw) as Attrs;
   if (def.kind === "decomposition") return def.decompose(parsed);
   const args = def.normalize ? def.normalize(parsed) : parsed;

@@ -31,6 +31,7 @@ import {
   UnsupportedError,
 } from "../runtime/index.ts";
 import { log, logEnabled } from "../util/log.ts";
+import { baseMessage, locateHere } from "../util/user_frame.ts";
 import {
   type Attrs,
   currentMode,
@@ -485,8 +486,9 @@ function realizeImpls(requested: readonly LazyImpl[]): void {
     );
     out = compiled.exe.run(literals);
   } catch (e) {
-    const detail = e instanceof Error ? e.message : String(e);
-    throw new Error(`${describePlan(p)} failed: ${detail}`, { cause: e });
+    const detail = e instanceof Error ? baseMessage(e) : String(e);
+    // At the user's line that observed the value (the ops themselves were checked when called).
+    throw locateHere(new Error(`${describePlan(p)} failed: ${detail}`, { cause: e }));
   }
   const list = p.results.length === 1 ? [single(out)] : tupleOf(out, p.results.length);
   const perStep = new Map<number, ConcreteImpl[]>();

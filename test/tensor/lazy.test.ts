@@ -15,6 +15,7 @@ import { fusionSummary } from "../../passes/index.ts";
 import { backendNames, backendTier } from "../../runtime/index.ts";
 import { EPS, PROGRAM_EPS_FACTOR, PROGRAM_ULPS, ulp } from "../../runtime/tiers.ts";
 import { registeredOps, setEagerBackend } from "../../tensor/dispatch.ts";
+import { baseMessage } from "../../util/user_frame.ts";
 import {
   type Backend,
   ProgramCache,
@@ -268,6 +269,10 @@ describe("lazy mode gives eager's values, bit for bit", () => {
 
 describe("every registered op, lazily", () => {
   onExactBackend();
+  // The same error, but each names its own call's line (test/tensor/user_line.test.ts).
+  const withoutLocation = (e: unknown) =>
+    e instanceof Error ? `${e.name}: ${baseMessage(e)}` : String(e);
+
   it("gives eager's results (or eager's error) for f(x), f(x, y) and f(x, 2)", () => {
     manualSeed(9);
     const x = randn(3, 4).mul(2);
@@ -287,7 +292,7 @@ describe("every registered op, lazily", () => {
         try {
           return { ok: flat(fn(...args)) };
         } catch (e) {
-          return { error: String(e) };
+          return { error: withoutLocation(e) };
         }
       });
       // Random ops (dropout) draw new values per call; the comparison needs a deterministic op.
@@ -309,7 +314,7 @@ describe("every registered op, lazily", () => {
           try {
             return { ok: flat(fn(...args)) };
           } catch (e) {
-            return { error: String(e) };
+            return { error: withoutLocation(e) };
           }
         }),
       );
