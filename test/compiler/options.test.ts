@@ -119,3 +119,12 @@ describe("recompileLimit holds in every mode", () => {
     expect(f.stats.fallbacks.map((r) => r.call)).toEqual([6, 7, 8, 9, 10]);
   });
 });
+
+describe("model size specs", () => {
+  it("an unknown size name in a zoo model's spec gets a did-you-mean", async () => {
+    const gpt2 = await import("../../models/gpt2.ts");
+    expect(() => gpt2.inputs({ seqq: 4 })).toThrow(
+      "gpt2 inputs: unknown size 'seqq'; did you mean 'seq'? (sizes: batch, seq)",
+    );
+  });
+});
