@@ -15,6 +15,7 @@ import {
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { compile, type CompileStats, describeGuard } from "../compiler/index.ts";
+import { checkOptionsObject } from "../compiler/config.ts";
 import { REPLAY_COST } from "../compiler/explain.ts";
 import type { Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
@@ -340,6 +341,23 @@ function fmt(x: number | undefined): string {
   return x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toPrecision(5);
 }
 
+/**
+ * compile() of the model with the file's `compileOptions` under the command line's; a bad
+ * `compileOptions` (an unknown key, a `dynamic` key naming no argument) is the file's error.
+ */
+function compileModel(model: LoadedModel, backend: string | undefined) {
+  try {
+    checkOptionsObject(model.compileOptions);
+  } catch (e) {
+    throw new CliError(EXIT.load, `'${model.name}': compileOptions: ${(e as Error).message}`, e);
+  }
+  return compile(model.target as (...a: unknown[]) => unknown, {
+    cache: "disk",
+    ...model.compileOptions,
+    ...(backend !== undefined ? { backend } : {}),
+  });
+}
+
 /** What one call did, from the stats before and after it. */
 export type CallKind = "compiled" | "cache hit" | "replay" | "eager fallback";
 
@@ -352,11 +370,7 @@ function callKind(before: CompileStats | undefined, after: CompileStats): CallKi
 
 export function runCommand(model: LoadedModel, o: RunOptions, out: Out): ExitCode {
   const args = argsFor(model, o.spec);
-  const fast = compile(model.target as (...a: unknown[]) => unknown, {
-    cache: "disk",
-    ...model.compileOptions,
-    ...(o.backend !== undefined ? { backend: o.backend } : {}),
-  });
+  const fast = compileModel(model, o.backend);
   const what = `running on ${formatSpec(o.spec ?? {})}`;
   const t0 = performance.now();
   const result = userCode(model.name, what, () => fast(...args));
@@ -467,11 +481,7 @@ export function recompilesCommand(
   o: RecompilesOptions,
   out: Out,
 ): ExitCode {
-  const fast = compile(model.target as (...a: unknown[]) => unknown, {
-    cache: "disk",
-    ...model.compileOptions,
-    ...(o.backend !== undefined ? { backend: o.backend } : {}),
-  });
+  const fast = compileModel(model, o.backend);
   const rows: RecompileRow[] = [];
   let prev: CompileStats | undefined;
   for (const [i, spec] of o.specs.entries()) {

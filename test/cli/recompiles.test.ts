@@ -129,4 +129,12 @@ describe("kiln: the small things", () => {
         "(zoo models: mlp, resnet, bert, gpt2, vit, whisper)",
     );
   });
+
+  it("a misspelt key in a model file's compileOptions is the file's error", () => {
+    const r = kiln("recompiles", "test/cli/fixtures/bad_options_fn.ts", "--shapes", "batch=1");
+    expect(r.code).toBe(3);
+    expect(r.stderr.trim()).toMatch(
+      /^kiln recompiles: 'test\/cli\/fixtures\/bad_options_fn\.ts': compileOptions: compile: no option 'recompileLimt'; did you mean 'recompileLimit'\?/,
+    );
+  });
 });
