@@ -190,7 +190,8 @@ export function checkDynamicArgs(
       if (open || Number(root) < names.length) continue;
       const n = names.length;
       throw new DynamicShapeError(
-        `dynamic.${key}: no argument ${root}: the function takes ${n} argument${n === 1 ? "" : "s"}` +
+        `dynamic.${key}: no argument ${root}: the function takes ${n} ` +
+          `argument${n === 1 ? "" : "s"}` +
           `${known.length > 0 ? ` (${known.join(", ")})` : ""}`,
       );
     }

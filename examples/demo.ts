@@ -62,8 +62,8 @@ console.log(`compiled, first run           ${compiled.ms.toFixed(0).padStart(6)}
   `(includes tracing and compiling)`);
 console.log(`compiled, second run (warm)   ${again.ms.toFixed(0).padStart(6)} ms  ` +
   `(${(eager.ms / again.ms).toFixed(1)}x eager)`);
-console.log(`(each: wall-clock time of the whole ${NEW_TOKENS}-token generation, timed once after ` +
-  `one untimed run of the same generation; warm eager against warm compiled)`);
+console.log(`(each: wall-clock time of the whole ${NEW_TOKENS}-token generation, timed once ` +
+  `after one untimed run of the same generation; warm eager against warm compiled)`);
 
 // The captured graph for one length, optimized as compile() optimizes it.
 const captured = parseHlo(explain(forward, prompt).program!);

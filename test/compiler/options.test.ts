@@ -97,7 +97,8 @@ describe("recompileLimit holds in every mode", () => {
     const s = f.stats;
     // The declared range's buckets (2, 3-4, 5-8) are bounded in number and do not count; the
     // sizes outside it (9, 10, 11) are one entry each, up to the limit of 3.
-    const specialized = s.specializations.filter((r) => /outside its declared range/.test(r.reason));
+    const specialized = s.specializations.filter((r) =>
+      /outside its declared range/.test(r.reason));
     expect(specialized.map((r) => r.call)).toEqual([8, 9, 10]);
     expect(s.compiles).toBe(6);
     expect(s.fallbacks.length).toBe(40 - 2 - 10);
