@@ -15,6 +15,8 @@ import {
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { compile, type CompileStats, describeGuard } from "../compiler/index.ts";
+import { checkOptionsObject } from "../compiler/config.ts";
+import { REPLAY_COST } from "../compiler/explain.ts";
 import type { Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
 import { moduleToMessage, moduleToProto } from "../ir/proto.ts";
@@ -32,6 +34,7 @@ import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { argsFor, type LoadedModel, userCode } from "./load.ts";
 import { renderHtml } from "./html.ts";
 import { formatSpec, type SizeSpec } from "./spec.ts";
+import { judgeCompiles } from "./testing.ts";
 
 export type Out = (text: string) => void;
 
@@ -81,6 +84,7 @@ export function explainCommand(model: LoadedModel, o: ExplainOptions, out: Out):
         sideEffects: e.sideEffects.map(({ where, reason }) => ({ where, reason })),
         likelyBreaks: e.likelyBreaks.map(({ where, reason }) => ({ where, reason })),
         freeVariables: e.freeVariables,
+        ...(e.mode === "replay" && { replayCost: REPLAY_COST }),
         fusion: fusion
           ? {
               kernels: fusion.kernels,
@@ -198,7 +202,7 @@ export function dumpCommand(model: LoadedModel, o: DumpOptions, out: Out): ExitC
   const snaps = selectStages(graph, stage, re);
   if (o.format === "html") {
     const spec = formatSpec(o.spec ?? {});
-    const page = renderHtml(`${model.name} ${spec.startsWith("(") ? spec : `(${spec})`}`, snaps);
+    const page = renderHtml(`${model.name} (${spec})`, snaps);
     if (o.out === undefined) {
       out(page.trimEnd());
       return EXIT.ok;
@@ -337,23 +341,48 @@ function fmt(x: number | undefined): string {
   return x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toPrecision(5);
 }
 
-export function runCommand(model: LoadedModel, o: RunOptions, out: Out): ExitCode {
-  const args = argsFor(model, o.spec);
-  const fast = compile(model.target as (...a: unknown[]) => unknown, {
+/**
+ * compile() of the model with the file's `compileOptions` under the command line's; a bad
+ * `compileOptions` (an unknown key, a `dynamic` key naming no argument) is the file's error.
+ */
+function compileModel(model: LoadedModel, backend: string | undefined) {
+  try {
+    checkOptionsObject(model.compileOptions);
+  } catch (e) {
+    throw new CliError(EXIT.load, `'${model.name}': compileOptions: ${(e as Error).message}`, e);
+  }
+  return compile(model.target as (...a: unknown[]) => unknown, {
     cache: "disk",
     ...model.compileOptions,
-    ...(o.backend !== undefined ? { backend: o.backend } : {}),
+    ...(backend !== undefined ? { backend } : {}),
   });
+}
+
+/** What one call did, from the stats before and after it. */
+export type CallKind = "compiled" | "cache hit" | "replay" | "eager fallback";
+
+function callKind(before: CompileStats | undefined, after: CompileStats): CallKind {
+  if (after.compiles > (before?.compiles ?? 0)) return "compiled";
+  if (after.cacheHits > (before?.cacheHits ?? 0)) return "cache hit";
+  if (after.replayCalls > (before?.replayCalls ?? 0)) return "replay";
+  return "eager fallback";
+}
+
+export function runCommand(model: LoadedModel, o: RunOptions, out: Out): ExitCode {
+  const args = argsFor(model, o.spec);
+  const fast = compileModel(model, o.backend);
+  const what = `running on ${formatSpec(o.spec ?? {})}`;
   const t0 = performance.now();
-  const result = userCode(model.name, `running on ${formatSpec(o.spec ?? {})}`, () =>
-    fast(...args),
-  );
+  const result = userCode(model.name, what, () => fast(...args));
   const first = performance.now() - t0;
+  const afterFirst = fast.stats;
   const t1 = performance.now();
-  userCode(model.name, `running on ${formatSpec(o.spec ?? {})}`, () => fast(...args));
+  userCode(model.name, what, () => fast(...args));
   const second = performance.now() - t1;
   const leaves = summarizeOutput(result);
   const st = fast.stats;
+  const firstKind = callKind(undefined, afterFirst);
+  const secondKind = callKind(afterFirst, st);
   if (o.json) {
     out(
       toJsonText({
@@ -362,6 +391,8 @@ export function runCommand(model: LoadedModel, o: RunOptions, out: Out): ExitCod
         outputs: leaves,
         firstCallMs: first,
         secondCallMs: second,
+        firstCall: firstKind,
+        secondCall: secondKind,
         mode: st.mode,
         compiles: st.compiles,
       }),
@@ -375,8 +406,18 @@ export function runCommand(model: LoadedModel, o: RunOptions, out: Out): ExitCod
         `  mean ${fmt(l.mean)}`,
     );
   }
-  out(`  first call (trace + compile + run): ${first.toFixed(1)} ms`);
-  out(`  second call (compiled):            ${second.toFixed(1)} ms`);
+  const firstWhat = firstKind === "compiled" ? "trace + compile + run"
+    : firstKind === "replay" ? "trace, then replay mode" : firstKind;
+  const secondWhat = secondKind === "replay" ? "replay mode: the JavaScript ran again"
+    : secondKind === "cache hit" ? "compiled, cache hit" : secondKind;
+  const labels = [`first call (${firstWhat}):`, `second call (${secondWhat}):`];
+  const w = Math.max(...labels.map((l) => l.length));
+  out(`  ${labels[0]!.padEnd(w)} ${first.toFixed(1)} ms`);
+  out(`  ${labels[1]!.padEnd(w)} ${second.toFixed(1)} ms`);
+  if (st.replayReasons.length > 0) {
+    out(`  replay mode because:`);
+    for (const r of st.replayReasons) out(`    - ${r.where}: ${r.reason}`);
+  }
   return EXIT.ok;
 }
 
@@ -387,23 +428,52 @@ export interface RecompilesOptions {
   backend?: string;
   max?: number;
   json?: boolean;
+  /** Accept calls that ran in replay mode or eagerly (they fail the gate otherwise). */
+  allowFallback?: boolean;
 }
 
 export interface RecompileRow {
   call: number;
   spec: SizeSpec;
+  /** What the call ran as: compiled (traced and compiled), cache hit, replay, eager fallback. */
+  kind: CallKind;
+  /** Whether the call compiled (kind "compiled"). */
   compiled: boolean;
   reason: string;
+  /** Dims this call compiled for their exact size, and why (`kept static: ...`). */
+  specializations: string[];
 }
 
-function reasonFor(st: CompileStats, call: number, before: CompileStats | undefined): string {
-  const rec = st.recompiles.find((r) => r.call === call);
-  if (rec) return rec.reason;
-  const spec = st.specializations.find((r) => r.call === call);
-  if (spec) return spec.reason;
-  const fb = st.fallbacks.find((r) => r.call === call);
-  if (fb) return `ran eagerly: ${fb.reason}`;
-  return before === undefined || before.compiles === 0 ? "first call" : "";
+/** Why the call ran as it did, in words ("" for a plain cache hit or replay call). */
+function reasonFor(
+  kind: CallKind,
+  st: CompileStats,
+  call: number,
+  before: CompileStats | undefined,
+): string {
+  switch (kind) {
+    case "compiled": {
+      const rec = st.recompiles.find((r) => r.call === call);
+      return rec ? rec.reason : "first call";
+    }
+    case "cache hit":
+      return "";
+    case "replay":
+      if ((before?.replayCalls ?? 0) > 0) return "";
+      return `runs in replay mode: ${st.replayReasons.map((r) => `${r.where}: ${r.reason}`)
+        .join("; ")}`;
+    case "eager fallback": {
+      const fb = st.fallbacks.find((r) => r.call === call);
+      if (fb) return `past the recompile limit: ${fb.reason}`;
+      const d = st.replayDecision;
+      if (d === undefined) return "timing eager against replay mode (to decide between them)";
+      return d.call === call ? d.reason : "";
+    }
+    default: {
+      const never: never = kind;
+      throw new Error(`unknown call kind ${String(never)}`);
+    }
+  }
 }
 
 export function recompilesCommand(
@@ -411,27 +481,38 @@ export function recompilesCommand(
   o: RecompilesOptions,
   out: Out,
 ): ExitCode {
-  const fast = compile(model.target as (...a: unknown[]) => unknown, {
-    cache: "disk",
-    ...model.compileOptions,
-    ...(o.backend !== undefined ? { backend: o.backend } : {}),
-  });
+  const fast = compileModel(model, o.backend);
   const rows: RecompileRow[] = [];
   let prev: CompileStats | undefined;
   for (const [i, spec] of o.specs.entries()) {
     const args = argsFor(model, spec);
     userCode(model.name, `running on ${formatSpec(spec)}`, () => fast(...args));
     const st = fast.stats;
-    const compiled = st.compiles > (prev?.compiles ?? 0);
-    rows.push({ call: i + 1, spec, compiled, reason: compiled ? reasonFor(st, i + 1, prev) : "" });
+    const call = st.calls;
+    const kind = callKind(prev, st);
+    rows.push({
+      call: i + 1,
+      spec,
+      kind,
+      compiled: kind === "compiled",
+      reason: reasonFor(kind, st, call, prev),
+      specializations: st.specializations.filter((r) => r.call === call).map((r) => r.reason),
+    });
     prev = st;
   }
   const st = fast.stats;
-  const ok = o.max === undefined || st.compiles <= o.max;
+  const verdict = judgeCompiles(st, o.max, { allowFallback: o.allowFallback === true });
+  const withinMax = o.max === undefined || st.compiles <= o.max;
+  const notCompiled = rows.filter((r) => r.kind === "replay" || r.kind === "eager fallback");
+  const count = (k: CallKind) => rows.filter((r) => r.kind === k).length;
   const summary =
     `${st.calls} calls, ${st.compiles} compiles (${st.recompiles.length} recompiles), ` +
     `mode ${st.mode}` +
-    (o.max === undefined ? "" : `, max ${o.max}: ${ok ? "OK" : "FAIL"}`);
+    (o.max === undefined ? "" : `, max ${o.max}: ${withinMax ? "OK" : "FAIL"}`) +
+    (notCompiled.length === 0
+      ? ""
+      : `, ${count("replay")} replay + ${count("eager fallback")} eager fallback call(s): ` +
+        (o.allowFallback ? "allowed (--allow-fallback)" : "FAIL (--allow-fallback accepts them)"));
   if (o.json) {
     out(
       toJsonText({
@@ -440,23 +521,31 @@ export function recompilesCommand(
         compiles: st.compiles,
         recompiles: st.recompiles.length,
         max: o.max ?? null,
-        ok,
+        allowFallback: o.allowFallback === true,
+        ok: verdict.ok,
+        failures: verdict.failures,
         mode: st.mode,
+        replayCalls: st.replayCalls,
+        eagerCalls: st.eagerCalls,
+        replayReasons: st.replayReasons.map(({ where, reason }) => ({ where, reason })),
+        replayDecision: st.replayDecision ?? null,
         rows,
       }),
     );
   } else {
     const w = Math.max(4, ...rows.map((r) => formatSpec(r.spec).length));
-    out(`${"call".padStart(5)}  ${"spec".padEnd(w)}  compiled  reason`);
+    const k = "eager fallback".length;
+    out(`${"call".padStart(5)}  ${"spec".padEnd(w)}  ${"result".padEnd(k)}  reason`);
     for (const r of rows) {
       out(
         `${String(r.call).padStart(5)}  ${formatSpec(r.spec).padEnd(w)}  ` +
-          `${(r.compiled ? "yes" : "-").padEnd(8)}  ${r.reason}`,
+          `${r.kind.padEnd(k)}  ${r.reason}`.trimEnd(),
       );
+      for (const why of r.specializations) out(`${" ".repeat(5 + 2 + w + 2 + k + 2)}${why}`);
     }
     out(summary);
   }
-  return ok ? EXIT.ok : EXIT.checkFailed;
+  return verdict.ok ? EXIT.ok : EXIT.checkFailed;
 }
 
 // ---- cache ---------------------------------------------------------------------------------

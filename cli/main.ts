@@ -3,7 +3,12 @@
 // throws and never calls process.exit: it returns the exit code (errors.ts: EXIT), printing a
 // failure as ONE line `kiln <command>: <message>` — the stack only with --verbose.
 
+import { existsSync } from "node:fs";
+import { extname, resolve } from "node:path";
+import { formatWithOptions } from "node:util";
 import { Argument, Command, CommanderError, Option } from "commander";
+import { zoo } from "../models/index.ts";
+import { suggestion } from "../util/suggest.ts";
 import { setLogTopics } from "../util/log.ts";
 import { benchCommand } from "./bench.ts";
 import {
@@ -16,7 +21,7 @@ import {
   runCommand,
 } from "./commands.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
-import { loadModel } from "./load.ts";
+import { type LoadedModel, loadModel } from "./load.ts";
 import { parseShapes, parseSpec, type SizeSpec } from "./spec.ts";
 
 const ENV_HELP = `
@@ -32,7 +37,8 @@ Environment:
 
 Exit codes:
   0  success
-  1  a check failed (recompiles: more compiles than --max)
+  1  a check failed (recompiles: more compiles than --max, or calls that ran in replay mode
+     or eagerly without --allow-fallback)
   2  bad command line (unknown option, bad --shape/--shapes, unknown --pass, bad value)
   3  the model file could not be loaded (missing, import error, no usable default export)
   4  the model threw (building inputs, tracing, compiling or running)
@@ -56,6 +62,22 @@ function modelCommand(program: Command, name: string, description: string): Comm
     .option("--config <name>", "config name passed to a factory default export", "tiny")
     .option("--backend <name>", "backend to compile for (default: the fastest registered)")
     .addHelpText("after", ENV_HELP);
+}
+
+/**
+ * loadModel, after one check of its own: a bare name (no `/`, no extension) that is neither a
+ * zoo model nor a file is a typo of a zoo name, reported with a did-you-mean and the zoo list.
+ */
+async function load(path: string, config: string): Promise<LoadedModel> {
+  if (!path.includes("/") && extname(path) === "" && !Object.hasOwn(zoo, path) &&
+    !existsSync(resolve(path))) {
+    const names = Object.keys(zoo);
+    throw new CliError(
+      EXIT.load,
+      `'${path}' is neither a zoo model nor a file${suggestion(path, names, "zoo models")}`,
+    );
+  }
+  return loadModel(path, config);
 }
 
 function specOf(flags: ModelFlags): SizeSpec | undefined {
@@ -89,7 +111,7 @@ function buildProgram(
     .option("--shape <spec>", "input sizes, e.g. batch=2,seq=128")
     .option("--json", "machine-readable output")
     .action(async (path: string, f: ModelFlags) => {
-      const model = await loadModel(path, f.config);
+      const model = await load(path, f.config);
       const o = { spec: specOf(f), backend: f.backend, json: f.json };
       result.code = explainCommand(model, o, out);
     });
@@ -115,7 +137,7 @@ function buildProgram(
         path: string,
         f: ModelFlags & { stage?: DumpStage; pass?: string; format: DumpFormat; out?: string },
       ) => {
-        const model = await loadModel(path, f.config);
+        const model = await load(path, f.config);
         result.code = dumpCommand(
           model,
           {
@@ -135,23 +157,35 @@ function buildProgram(
     .option("--shape <spec>", "input sizes, e.g. batch=2,seq=128")
     .option("--json", "machine-readable output")
     .action(async (path: string, f: ModelFlags) => {
-      const model = await loadModel(path, f.config);
+      const model = await load(path, f.config);
       result.code = runCommand(model, { spec: specOf(f), backend: f.backend, json: f.json }, out);
     });
 
   modelCommand(program, "recompiles", "call the compiled model over size specs; count compiles")
     .requiredOption("--shapes <file|list>", "specs: seq=1..512, a;b lists, or a file, one a line")
     .option("--max <n>", "fail (exit 1) when compiles exceed n", intOption("--max"))
+    .option("--allow-fallback", "accept calls in replay mode or eager (they fail otherwise)")
     .option("--json", "machine-readable output")
-    .action(async (path: string, f: ModelFlags & { shapes: string; max?: number }) => {
-      const specs = parseShapes(f.shapes);
-      const model = await loadModel(path, f.config);
-      result.code = recompilesCommand(
-        model,
-        { specs, backend: f.backend, max: f.max, json: f.json },
-        out,
-      );
-    });
+    .action(
+      async (
+        path: string,
+        f: ModelFlags & { shapes: string; max?: number; allowFallback?: boolean },
+      ) => {
+        const specs = parseShapes(f.shapes);
+        const model = await load(path, f.config);
+        result.code = recompilesCommand(
+          model,
+          {
+            specs,
+            backend: f.backend,
+            max: f.max,
+            json: f.json,
+            allowFallback: f.allowFallback === true,
+          },
+          out,
+        );
+      },
+    );
 
   modelCommand(program, "bench", "eager vs lazy vs compiled per backend: compile, median, spread")
     .option("--shape <spec>", "input sizes, e.g. batch=2,seq=128")
@@ -161,7 +195,7 @@ function buildProgram(
     .action(async (path: string, f: ModelFlags & { backends?: string; iterations?: number }) => {
       const iterations = f.iterations ?? 10;
       if (iterations < 1) throw new CliError(EXIT.usage, "--iterations must be at least 1");
-      const model = await loadModel(path, f.config);
+      const model = await load(path, f.config);
       const backends = f.backends?.split(",").map((s) => s.trim()).filter((s) => s !== "");
       result.code = benchCommand(
         model,
@@ -194,6 +228,9 @@ export async function main(
   const program = buildProgram(out, err, result);
   // The CLI's own logging follows KILN_LOGS; tests may have switched topics off in-process.
   setLogTopics(undefined);
+  // stdout is the command's report only (with --json, one JSON document): what the model
+  // prints with console.log goes to stderr.
+  const restore = consoleToStderr(err);
   try {
     await program.parseAsync([...argv], { from: "user" });
     return result.code;
@@ -213,5 +250,17 @@ export async function main(
     err(`kiln ${command}: internal error: ${msg}${verbose ? "" : " (--verbose for the stack)"}`);
     if (verbose && e instanceof Error && e.stack) err(e.stack);
     return EXIT.model;
+  } finally {
+    restore();
   }
+}
+
+/** Sends console.log/info/debug to `err` until the returned function puts them back. */
+function consoleToStderr(err: (s: string) => void): () => void {
+  const saved = { log: console.log, info: console.info, debug: console.debug };
+  const write = (...xs: unknown[]) => err(formatWithOptions({ colors: false }, ...xs));
+  console.log = write;
+  console.info = write;
+  console.debug = write;
+  return () => Object.assign(console, saved);
 }

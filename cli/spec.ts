@@ -112,8 +112,16 @@ export function parseSpecLines(text: string, source: string): SizeSpec[] {
  * written inline, several separated by `;` (`batch=1,seq=1..8;batch=2,seq=4`).
  */
 export function parseShapes(arg: string): SizeSpec[] {
-  if (existsSync(arg) && statSync(arg).isFile()) {
+  if (existsSync(arg)) {
+    if (!statSync(arg).isFile()) throw new CliError(EXIT.usage, `--shapes '${arg}' is not a file`);
     return parseSpecLines(readFileSync(arg, "utf8"), arg);
+  }
+  // Specs always have a name=value pair; text without one was meant as a file's name.
+  if (!arg.includes("=")) {
+    throw new CliError(
+      EXIT.usage,
+      `--shapes '${arg}': no such file (specs are written name=value, e.g. seq=1..8)`,
+    );
   }
   const out: SizeSpec[] = [];
   for (const part of arg.split(";")) {
@@ -124,8 +132,12 @@ export function parseShapes(arg: string): SizeSpec[] {
   return out;
 }
 
-/** `batch=2,seq=128`: how a spec prints in tables. */
+/**
+ * `batch=2,seq=128`: how a spec prints in tables and messages; `defaults` for the empty spec
+ * (the model's default sizes), a word and not `(defaults)`, since callers put specs in
+ * parentheses themselves.
+ */
 export function formatSpec(spec: SizeSpec): string {
   const parts = Object.entries(spec).map(([k, v]) => `${k}=${v}`);
-  return parts.length === 0 ? "(defaults)" : parts.join(",");
+  return parts.length === 0 ? "defaults" : parts.join(",");
 }

@@ -40,12 +40,19 @@ import {
   type CompileOptions,
   resolveConfig,
 } from "./config.ts";
+import { checkDynamicArgs, unboundedSpecialization } from "./dynamic.ts";
 import { type GraphEntry, makeEntry, runEntry } from "./entry.ts";
 import { entryGuards, settingsNow } from "./guard_build.ts";
 import { describeGuard, type Guard, type GuardInputs } from "./guards.ts";
 import { decideMiss, findEntry } from "./lookup.ts";
 import { flatten } from "./pytree.ts";
-import { enterReplay, type LazyCounts, replayCall, replayResult } from "./replay.ts";
+import {
+  enterReplay,
+  type LazyCounts,
+  replayModeCall,
+  replayResult,
+  ReplayTiming,
+} from "./replay.ts";
 import { type AutoDims, chooseGroups, planDynamic } from "./size_groups.ts";
 import { sizeBranchOracle } from "./size_oracle.ts";
 import { type CompileStats, StatsCounter } from "./stats.ts";
@@ -103,7 +110,8 @@ interface CacheState {
   entries: GraphEntry[];
   /** Entries made for a bucket (bounded in number by the buckets): not under recompileLimit. */
   readonly bucketed: WeakSet<GraphEntry>;
-  replay: boolean;
+  /** Replay mode's timing and decision, from the switch on (undefined: not in replay mode). */
+  replay: ReplayTiming | undefined;
   /** Whether the recompile limit's warning was printed. */
   warned: boolean;
   lastTrace: TraceSummary | undefined;
@@ -136,13 +144,14 @@ export function compile(
   const state: CacheState = {
     entries: [],
     bucketed: new WeakSet(),
-    replay: false,
+    replay: undefined,
     warned: false,
     lastTrace: undefined,
     autoDims: new Map(),
     stats: new StatsCounter(),
   };
   const c: Compiled = { target, config: resolveConfig(options), state };
+  checkDynamicArgs(c.config.dynamic, target.argNames());
   const threads = c.config.threads;
   function compiled(this: unknown, ...args: unknown[]): unknown {
     try {
@@ -168,7 +177,8 @@ export function compile(
     reset: {
       value: () => {
         state.entries = [];
-        state.replay = false;
+        state.replay = undefined;
+        state.stats.replayDecision = undefined;
         state.warned = false;
         state.stats.mode = "none";
       },
@@ -186,7 +196,7 @@ function call(c: Compiled, args: unknown[]): unknown {
   stats.calls++;
   // Inside another function's trace: inline, so the outer trace records these ops.
   if (insideTrace()) return target.run(target.model, args);
-  if (state.replay) return replayCall(target, config, stats, args);
+  if (state.replay) return replayModeCall(target, config, stats, state.replay, args);
   const entries = state.entries;
   const settings = settingsNow();
   const free =
@@ -203,16 +213,31 @@ function call(c: Compiled, args: unknown[]): unknown {
   if (entries.length > 0) {
     const miss = decideMiss(target.name, config, state, state.autoDims, inputs);
     if (miss.kind === "eager") return fallBack(c, args, miss.reason);
+    // A size no bucket bounds (outside a declared range, past the last edge) is an entry of
+    // its own, so the limit holds for it too.
+    const unbounded = unboundedSpecialization(
+      planDynamic(target, config, state.autoDims, flatten([...args]).leaves),
+      config.buckets,
+    );
+    if (unbounded !== undefined && countedEntries(state) >= config.recompileLimit) {
+      return fallBack(c, args, `${miss.reason} (${unbounded})`);
+    }
     stats.recompiles.push({ call: stats.calls, reason: miss.reason, guard: miss.guard });
     log("recompiles", () => `${target.name}: recompiling (call ${stats.calls}): ${miss.reason}`);
   }
   return traceCall(c, args, inputs);
 }
 
+/** Entries under the recompile limit: those not made for a bucket. */
+function countedEntries(state: CacheState): number {
+  return state.entries.filter((e) => !state.bucketed.has(e)).length;
+}
+
 /** Past the recompile limit: the call runs eagerly (one warning per compiled function). */
 function fallBack(c: Compiled, args: readonly unknown[], reason: string): unknown {
   const { target, config, state } = c;
   state.stats.fallbacks.push({ call: state.stats.calls, reason });
+  state.stats.eagerCalls++;
   if (!state.warned) {
     state.warned = true;
     console.warn(
@@ -243,7 +268,8 @@ function traceCall(c: Compiled, args: readonly unknown[], inputs: GuardInputs): 
     const p = buildEntryProgram(call, cap, groups, question, plan.length > 0);
     const guards = entryGuards(target, config, flat, inputs, cap, p, groups);
     const entry = makeEntry(cap, p, guards, groups, target.analysis().perCall);
-    return install(c, cap, entry, p.bucketed, args);
+    const bounded = p.bucketed && unboundedSpecialization(plan, config.buckets) === undefined;
+    return install(c, cap, entry, bounded, args);
   } finally {
     question?.close();
   }
@@ -284,7 +310,7 @@ function installReplay(
 ): unknown {
   const { target, config, state } = c;
   const shape = enterReplay(target, config, state.stats, cap);
-  state.replay = true;
+  state.replay = new ReplayTiming();
   state.lastTrace = { ...shape, guards: [], module: undefined };
   return replayResult(state.stats, cap, args, lazyBefore);
 }

@@ -12,6 +12,7 @@ import {
   checkDynamicOption,
   type DynamicOption,
 } from "./dynamic.ts";
+import { checkKnownKeys } from "../util/suggest.ts";
 import { describeValue } from "./guards.ts";
 
 export interface CompileOptions {
@@ -71,10 +72,50 @@ export interface CompileConfig {
   readonly lazy: LazyOptions;
 }
 
-/** Throws unless `options` is an options object (checked before the target's forward). */
+// The schema of known keys: a key added to CompileOptions or PipelineOptions must be added here
+// (the `satisfies` makes a missing one a type error), and any other key a user writes is a
+// TypeError with a did-you-mean instead of an option silently ignored.
+const OPTION_KEYS = {
+  backend: true,
+  fullgraph: true,
+  recompileLimit: true,
+  errorOnRecompile: true,
+  cache: true,
+  freeze: true,
+  guardFreeVariables: true,
+  pipeline: true,
+  dynamic: true,
+  buckets: true,
+  outOfRange: true,
+  threads: true,
+} as const satisfies { readonly [K in keyof Required<CompileOptions>]: true };
+
+const PIPELINE_KEYS = {
+  verify: true,
+  disable: true,
+  dumpDir: true,
+  onNoFixpoint: true,
+} as const satisfies { readonly [K in keyof Required<PipelineOptions>]: true };
+
+const typeError = (message: string) => new TypeError(message);
+
+/**
+ * Throws unless `options` is an options object with known keys only (checked before the
+ * target's forward).
+ */
 export function checkOptionsObject(options: unknown): void {
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`compile: options must be an object, got ${describeValue(options)}`);
+  }
+  checkKnownKeys(options, Object.keys(OPTION_KEYS), "compile", typeError);
+  const pipeline = (options as CompileOptions).pipeline;
+  if (pipeline !== undefined) {
+    if (typeof pipeline !== "object" || pipeline === null) {
+      throw new TypeError(
+        `compile: pipeline must be an object, got ${describeValue(pipeline)}`,
+      );
+    }
+    checkKnownKeys(pipeline, Object.keys(PIPELINE_KEYS), "compile: pipeline", typeError);
   }
 }
 

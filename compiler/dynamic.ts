@@ -11,6 +11,7 @@
 import { allocate, Literal, type LiteralData } from "../ir/literal.ts";
 import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
 import { Tensor } from "../tensor/tensor.ts";
+import { checkKnownKeys, suggestion } from "../util/suggest.ts";
 import { describeValue } from "./guards.ts";
 import { formatPath } from "./pytree.ts";
 
@@ -76,10 +77,15 @@ export function dynamicMarks(t: Tensor): ReadonlyMap<number, DimRange> | undefin
 
 // ---- validation ------------------------------------------------------------------------------
 
+const dynamicError = (message: string) => new DynamicShapeError(message);
+
 function checkRange(range: DimRange, where: string): void {
-  if (typeof range !== "object" || range === null) {
-    throw new DynamicShapeError(`${where}: a range must be { min?, max? }, got ${String(range)}`);
+  if (typeof range !== "object" || range === null || Array.isArray(range)) {
+    throw new DynamicShapeError(
+      `${where}: a range must be { min?, max? } or true, got ${describeValue(range)}`,
+    );
   }
+  checkKnownKeys(range, ["min", "max"], where, dynamicError, "range key");
   const { min, max } = range;
   for (const [k, v] of [["min", min], ["max", max]] as const) {
     if (v !== undefined && (!Number.isInteger(v) || v < 0)) {
@@ -112,6 +118,7 @@ export function checkBuckets(p: BucketPolicy): void {
     return;
   }
   if (typeof p === "object" && p !== null && "multiple" in p) {
+    checkKnownKeys(p, ["multiple"], "buckets", dynamicError, "key");
     const m = (p as { multiple: unknown }).multiple;
     if (typeof m !== "number" || !Number.isInteger(m) || m < 1) {
       throw new DynamicShapeError(`buckets: multiple must be an integer >= 1, got ${String(m)}`);
@@ -142,12 +149,16 @@ export function checkDynamicOption(d: DynamicOption, buckets: BucketPolicy): voi
     );
   }
   for (const [arg, dims] of Object.entries(d)) {
-    if (typeof dims !== "object" || dims === null) {
-      throw new DynamicShapeError(`dynamic.${arg}: expected { dim: { min?, max? } }`);
+    if (typeof dims !== "object" || dims === null || Array.isArray(dims)) {
+      throw new DynamicShapeError(
+        `dynamic.${arg}: expected { dim: { min?, max? } }, got ${describeValue(dims)}`,
+      );
     }
     for (const [k, r] of Object.entries(dims)) {
       if (!/^-?\d+$/.test(k)) {
-        throw new DynamicShapeError(`dynamic.${arg}: '${k}' is not a dim index`);
+        throw new DynamicShapeError(
+          `dynamic.${arg}: '${k}' is not a dim index (keys are dims: { 1: { max: 1024 } })`,
+        );
       }
       if (r !== true) checkRange(r, `dynamic.${arg}[${k}]`);
       if (buckets === "none" && (r === true || r.max === undefined)) {
@@ -156,6 +167,39 @@ export function checkDynamicOption(d: DynamicOption, buckets: BucketPolicy): voi
         );
       }
     }
+  }
+}
+
+/**
+ * Throws a DynamicShapeError for a `dynamic` key whose argument is not one of the function's:
+ * the key's root (`x` of `x`, `options` of `options.attentionMask`, `0` of `0`) must be a
+ * parameter's name or position. `names` are the parameter names read from the source
+ * (undefined for a destructured or rest parameter; empty when unreadable: nothing is checked).
+ */
+export function checkDynamicArgs(
+  d: DynamicOption,
+  names: readonly (string | undefined)[],
+): void {
+  if (d === "auto" || d === false || names.length === 0) return;
+  const known = names.filter((n): n is string => n !== undefined);
+  // A rest or destructured last parameter takes any later position.
+  const open = names[names.length - 1] === undefined;
+  for (const key of Object.keys(d)) {
+    const root = /^[^.[]*/.exec(key)![0];
+    if (/^\d+$/.test(root)) {
+      if (open || Number(root) < names.length) continue;
+      const n = names.length;
+      throw new DynamicShapeError(
+        `dynamic.${key}: no argument ${root}: the function takes ${n} ` +
+          `argument${n === 1 ? "" : "s"}` +
+          `${known.length > 0 ? ` (${known.join(", ")})` : ""}`,
+      );
+    }
+    if (known.includes(root)) continue;
+    throw new DynamicShapeError(
+      `dynamic.${key}: no argument '${root}'${suggestion(root, known, "arguments")}; ` +
+        `keys are argument names or positions: dynamic: { ${known[0] ?? "0"}: { 1: { max: 64 } } }`,
+    );
   }
 }
 
@@ -260,6 +304,24 @@ export function outOfRange(p: DynamicDimPlan): string | undefined {
       `${p.path}.shape[${p.dim}] is ${p.size}, outside its declared range ` +
       `[${min ?? 0}, ${max ?? "inf"}] (${p.source === "markDynamic" ? "markDynamic" : "dynamic"})`
     );
+  }
+  return undefined;
+}
+
+/**
+ * Why a call's dynamic dim is compiled for its exact size in an entry of its own that, unlike a
+ * bucket's, there can be any number of: a size outside its declared range (outOfRange:
+ * "recompile") or above a bucket list's last edge. Such entries count under recompileLimit.
+ */
+export function unboundedSpecialization(
+  plan: readonly DynamicDimPlan[],
+  buckets: BucketPolicy,
+): string | undefined {
+  for (const p of plan) {
+    const bad = outOfRange(p);
+    if (bad !== undefined) return bad;
+    const b = bucketFor(p.size, buckets, p.range);
+    if (typeof b === "string" && p.size > 1) return `${p.path}.shape[${p.dim}]: ${b}`;
   }
   return undefined;
 }

@@ -17,6 +17,7 @@ import {
   INTERNALS,
 } from "./compile.ts";
 import type { Guard } from "./guards.ts";
+import { REPLAY_SAMPLES, REPLAY_WARMUP } from "./replay.ts";
 import { formatLocation, type SourceLocation } from "./source.ts";
 
 export interface ExplainedPlace {
@@ -145,6 +146,12 @@ export function explainWith(
   return { ...e, toString: () => report(e) };
 }
 
+/** What replay mode costs, in words (explain runs one call: it cannot time the decision). */
+export const REPLAY_COST =
+  `the JavaScript runs on every call, over lazy segments, and can be slower than eager; ` +
+  `compile() times the first ${REPLAY_WARMUP + REPLAY_SAMPLES} calls of each after the switch ` +
+  `and runs eagerly when replay is slower (fast.stats.replayDecision)`;
+
 function report(e: Omit<Explanation, "toString">): string {
   const lines: string[] = [];
   lines.push(`explain(${e.name}): ${e.mode} mode`);
@@ -158,6 +165,7 @@ function report(e: Omit<Explanation, "toString">): string {
   if (e.mode === "replay") {
     lines.push(`  replay mode because:`);
     for (const r of e.replayReasons) lines.push(`    - ${r.where}: ${r.reason}`);
+    lines.push(`  replay cost: ${REPLAY_COST}`);
   }
   if (e.dynamicDims.length > 0) {
     const dims = e.dynamicDims.map((d) => `${d.path} in [${d.lo}, ${d.hi}]`);

@@ -4,6 +4,13 @@
 // `enterReplay` is the switch, made by the trace that found the reason (its values are already
 // lazy mode's and correct; `replayResult` hands them back with the caller's tensors in place of
 // the symbolic ones); `replayCall` is every call after it.
+//
+// Replay runs the user's JavaScript AND lazy mode's bookkeeping on every call, so it can be
+// slower than plain eager code (many small segments between breaks). After the switch the
+// first calls are timed: REPLAY_WARMUP + REPLAY_SAMPLES in replay mode, then as many eagerly
+// (the first of each untimed); if replay's median is slower than eager's, the function runs
+// eagerly from then on. The decision and its figures are in `stats.replayDecision` and logged
+// (KILN_LOGS=recompiles,perf). The clock is a hook (`setReplayClock`) so tests decide it.
 
 import { lazy, lazyStats, realizeAll } from "../tensor/lazy.ts";
 import { setObserveHook, Tensor } from "../tensor/tensor.ts";
@@ -19,6 +26,104 @@ import { TracedInputImpl, type Tracer } from "./trace.ts";
 /** Lazy mode's graph counts, to count a call's segments. */
 export type LazyCounts = ReturnType<typeof lazyStats>;
 
+/** Untimed calls of each kind before the timed ones (the first call of each warms up). */
+export const REPLAY_WARMUP = 1;
+/** Timed calls of each kind; the medians decide. */
+export const REPLAY_SAMPLES = 3;
+
+/** Milliseconds now; `kind` says which kind of call is being timed (for test clocks). */
+export type ReplayClock = (kind: "replay" | "eager") => number;
+
+const realClock: ReplayClock = () => performance.now();
+let clock: ReplayClock = realClock;
+
+/** Replaces the clock replay mode's decision reads (undefined: the real one); returns the old. */
+export function setReplayClock(c: ReplayClock | undefined): ReplayClock {
+  const old = clock;
+  clock = c ?? realClock;
+  return old;
+}
+
+/** The timing of one compiled function in replay mode, until the decision. */
+export class ReplayTiming {
+  readonly replayMs: number[] = [];
+  readonly eagerMs: number[] = [];
+  /** Calls since the switch. */
+  calls = 0;
+  choice: "measuring" | "replay" | "eager" = "measuring";
+
+  /** What the next call runs as. */
+  next(): "replay" | "eager" {
+    if (this.choice !== "measuring") return this.choice;
+    return this.calls < REPLAY_WARMUP + REPLAY_SAMPLES ? "replay" : "eager";
+  }
+
+  /** Whether the call about to run (the `calls`-th after the switch) is timed. */
+  timed(): boolean {
+    if (this.choice !== "measuring") return false;
+    const n = REPLAY_WARMUP + REPLAY_SAMPLES;
+    return this.calls % n >= REPLAY_WARMUP;
+  }
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * One call after the switch to replay mode: replay (or, once replay was measured slower,
+ * eager), timed while the decision is open (see the file comment).
+ */
+export function replayModeCall(
+  target: Target,
+  config: CompileConfig,
+  stats: StatsCounter,
+  timing: ReplayTiming,
+  args: readonly unknown[],
+): unknown {
+  const kind = timing.next();
+  const timed = timing.timed();
+  const t0 = timed ? clock(kind) : 0;
+  let result: unknown;
+  if (kind === "eager") {
+    stats.eagerCalls++;
+    result = target.run(target.model, args);
+  } else {
+    result = replayCall(target, config, stats, args);
+  }
+  if (timed) (kind === "replay" ? timing.replayMs : timing.eagerMs).push(clock(kind) - t0);
+  timing.calls++;
+  if (timing.choice === "measuring" && timing.eagerMs.length === REPLAY_SAMPLES) {
+    decide(target, stats, timing);
+  }
+  return result;
+}
+
+function decide(target: Target, stats: StatsCounter, timing: ReplayTiming): void {
+  const replayMs = median(timing.replayMs);
+  const eagerMs = median(timing.eagerMs);
+  const choice = replayMs > eagerMs ? "eager" : "replay";
+  timing.choice = choice;
+  const figures = `replay ${replayMs.toFixed(2)} ms vs eager ${eagerMs.toFixed(2)} ms a call ` +
+    `(median of ${REPLAY_SAMPLES} timed calls each)`;
+  const reason = choice === "eager"
+    ? `replay mode measured slower than eager: ${figures}; running eagerly from now on`
+    : `replay mode kept: ${figures}`;
+  stats.replayDecision = {
+    call: stats.calls,
+    choice,
+    replayMs,
+    eagerMs,
+    samples: REPLAY_SAMPLES,
+    reason,
+  };
+  if (choice === "eager") stats.mode = "eager";
+  log("recompiles", () => `${target.name}: ${reason}`);
+  log("perf", () => `${target.name}: ${reason}`);
+}
+
 /** One call in replay mode: the user's code under lazy mode, its breaks counted as they happen. */
 export function replayCall(
   target: Target,
@@ -26,6 +131,7 @@ export function replayCall(
   stats: StatsCounter,
   args: readonly unknown[],
 ): unknown {
+  stats.replayCalls++;
   const before = lazyStats();
   const saved = setObserveHook((t, how) => {
     const loc = userLocation();
@@ -74,6 +180,7 @@ export function replayResult(
   before: LazyCounts,
 ): unknown {
   const { tracer, out } = c;
+  stats.replayCalls++;
   const final = unflatten(out.spec, out.leaves.map((l) => restoreLeaf(tracer, l.value, args)));
   fixWrites(tracer, args);
   realizePending(final);

@@ -50,6 +50,22 @@ export interface FallbackRecord {
   readonly reason: string;
 }
 
+/**
+ * Replay mode's measured decision (compiler/replay.ts): replay and eager timed over the first
+ * calls after the switch; "eager" when replay was slower, and the function runs eagerly since.
+ */
+export interface ReplayDecision {
+  /** The call (1-based) at which it was decided. */
+  readonly call: number;
+  readonly choice: "replay" | "eager";
+  /** Median milliseconds a call, over `samples` timed calls each. */
+  readonly replayMs: number;
+  readonly eagerMs: number;
+  readonly samples: number;
+  /** The decision and its figures, in words. */
+  readonly reason: string;
+}
+
 export interface CompileStats {
   readonly calls: number;
   /** Traces that produced a compiled program (the first compile and every recompile). */
@@ -64,8 +80,17 @@ export interface CompileStats {
   readonly graphBreaks: readonly GraphBreakRecord[];
   /** Calls that ran eagerly past the recompile limit. */
   readonly fallbacks: readonly FallbackRecord[];
-  /** "graph": guarded compiled programs; "replay": JS runs each call over lazy segments. */
-  readonly mode: "graph" | "replay" | "none";
+  /**
+   * "graph": guarded compiled programs; "replay": JS runs each call over lazy segments;
+   * "eager": replay mode was measured slower than eager, so calls run eagerly (replayDecision).
+   */
+  readonly mode: "graph" | "replay" | "eager" | "none";
+  /** Replay mode's measured decision, once made (undefined before, and in graph mode). */
+  readonly replayDecision: ReplayDecision | undefined;
+  /** Calls that ran in replay mode (the call that switched to it included). */
+  readonly replayCalls: number;
+  /** Calls that ran the user's code eagerly: past the recompile limit, or replay's fallback. */
+  readonly eagerCalls: number;
   readonly replayReasons: readonly ReplayRecord[];
   /** Replay mode: lazy segments run, and how many of them were compiled rather than reused. */
   readonly segments: number;
@@ -85,6 +110,9 @@ export class StatsCounter {
   segments = 0;
   segmentsCompiled = 0;
   mode: CompileStats["mode"] = "none";
+  replayDecision: ReplayDecision | undefined = undefined;
+  replayCalls = 0;
+  eagerCalls = 0;
   readonly recompiles: RecompileRecord[] = [];
   readonly fallbacks: FallbackRecord[] = [];
   readonly replayReasons: ReplayRecord[] = [];
@@ -125,6 +153,9 @@ export class StatsCounter {
       ),
       fallbacks: Object.freeze([...this.fallbacks]),
       mode: this.mode,
+      replayDecision: this.replayDecision,
+      replayCalls: this.replayCalls,
+      eagerCalls: this.eagerCalls,
       replayReasons: Object.freeze([...this.replayReasons]),
       segments: this.segments,
       segmentsCompiled: this.segmentsCompiled,

@@ -116,7 +116,8 @@ export class Target {
     return out;
   }
 
-  private argName(i: number): string {
+  /** The parameter names read from the source (undefined: destructured or rest). */
+  argNames(): readonly (string | undefined)[] {
     if (this.names === undefined) {
       const r = this.analysis().result;
       const at =
@@ -127,7 +128,11 @@ export class Target {
       if (names.length === 0 && at) names = parameterNames(this.fn);
       this.names = names;
     }
-    return this.names[i] ?? `args[${i}]`;
+    return this.names;
+  }
+
+  private argName(i: number): string {
+    return this.argNames()[i] ?? `args[${i}]`;
   }
 }
 

@@ -2,6 +2,8 @@
 // config given by name, and reading an input size spec such as `{ batch: 2, seq: 77 }` with
 // the model's defaults filled in and anything unknown or malformed rejected by name.
 
+import { closest } from "../util/suggest.ts";
+
 /** A config by name ("tiny", "full") or the config object itself. */
 export type ConfigChoice<C, N extends string> = C | N;
 
@@ -33,7 +35,11 @@ export function readSpec<K extends string>(
   const out: Record<string, number> = { ...defaults };
   for (const [k, v] of Object.entries(spec)) {
     if (!known.includes(k)) {
-      throw new Error(`${model} inputs: unknown size '${k}' (sizes: ${known.join(", ")})`);
+      const near = closest(k, known);
+      throw new Error(
+        `${model} inputs: unknown size '${k}'${near ? `; did you mean '${near}'?` : ""} ` +
+          `(sizes: ${known.join(", ")})`,
+      );
     }
     if (typeof v !== "number" || !Number.isInteger(v) || v < 1) {
       throw new Error(`${model} inputs: '${k}' must be a positive integer, got ${String(v)}`);
