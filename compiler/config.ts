@@ -50,6 +50,12 @@ export interface CompileOptions {
    * included); default: the pool's setting (KILN_NUM_THREADS, else every core).
    */
   threads?: number;
+  /**
+   * Check index values as eager mode does (default true): an out-of-range index given to
+   * gather, scatter, indexSelect, embedding or oneHot raises eager's OpError after the call.
+   * false keeps XLA's semantics (clamped or skipped indices) and skips the check's cost.
+   */
+  checkIndices?: boolean;
 }
 
 /** The options as the stages read them (see the file comment). */
@@ -67,6 +73,7 @@ export interface CompileConfig {
   readonly buckets: BucketPolicy;
   readonly outOfRange: "error" | "recompile";
   readonly threads: number | undefined;
+  readonly checkIndices: boolean;
   /** What replay mode and the tracer's lazy scope compile with. */
   readonly lazy: LazyOptions;
 }
@@ -100,9 +107,16 @@ export function resolveConfig(options: CompileOptions): CompileConfig {
   if (threads !== undefined && (!Number.isInteger(threads) || threads < 1)) {
     throw new TypeError(`compile: threads must be an integer >= 1, got ${describeValue(threads)}`);
   }
+  const checkIndices = options.checkIndices ?? true;
+  if (typeof checkIndices !== "boolean") {
+    throw new TypeError(
+      `compile: checkIndices must be true or false, got ${describeValue(checkIndices)}`,
+    );
+  }
   return {
     backend: options.backend,
     threads,
+    checkIndices,
     fullgraph: Boolean(options.fullgraph),
     recompileLimit: limit,
     errorOnRecompile: Boolean(options.errorOnRecompile),
@@ -117,6 +131,7 @@ export function resolveConfig(options: CompileOptions): CompileConfig {
       ...(options.backend !== undefined && { backend: options.backend }),
       ...(cache !== undefined && { cache }),
       ...(options.pipeline !== undefined && { pipeline: options.pipeline }),
+      ...(!checkIndices && { checkIndices }),
     },
   };
 }

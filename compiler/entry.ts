@@ -13,6 +13,7 @@ import type { ArrayShape } from "../ir/shape.ts";
 import { runPadded } from "../passes/dynamic_padder.ts";
 import { type Executable, single } from "../runtime/index.ts";
 import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
+import { type IndexCheck, raiseIndexErrors } from "../tensor/index_checks.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import type { Capture, OutLeaf, OutWrite } from "./capture.ts";
 import { affineAt } from "./dynamic_module.ts";
@@ -33,6 +34,9 @@ export interface GraphEntry {
   readonly writes: readonly OutWrite[];
   readonly ops: number;
   readonly freeNames: readonly string[];
+  /** Index checks, raised after the run; their results start at `checkAt`. */
+  readonly checks: readonly IndexCheck[];
+  readonly checkAt: number;
   /** Set when the program has bounded dynamic dims: the module runPadded pads for. */
   readonly dynamicModule?: Module;
 }
@@ -69,6 +73,8 @@ export function makeEntry(
     writes: c.writes.map((w) => ({ ...w, leaf: remap(w.leaf) })),
     ops: p.ops,
     freeNames,
+    checks: p.checks,
+    checkAt: p.checkAt,
     ...(p.dynamicModule !== undefined && { dynamicModule: p.dynamicModule }),
   };
 }
@@ -80,6 +86,8 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
     const inputs = e.readers.map((r) => r(args));
     const out = e.dynamicModule ? runPadded(e.exe, e.dynamicModule, inputs) : e.exe.run(inputs);
     results = e.tuple ? (out as EvalValue[]) : [out];
+    // Out-of-range indices raise eager's error; no result or write is handed out.
+    if (e.checks.length > 0) raiseIndexErrors(e.checks, results.slice(e.checkAt));
   }
   const tensors: (Tensor | undefined)[] = results.map(() => undefined);
   const produce = (l: OutLeaf): unknown => {
