@@ -52,7 +52,8 @@ export interface CompileOptions {
   threads?: number;
   /**
    * Check index values as eager mode does (default true): an out-of-range index given to
-   * gather, scatter, indexSelect, embedding or oneHot raises eager's OpError after the call.
+   * gather, scatter, indexSelect, embedding, oneHot or a loss's class target raises eager's
+   * OpError after the call.
    * false keeps XLA's semantics (clamped or skipped indices) and skips the check's cost.
    */
   checkIndices?: boolean;

@@ -55,8 +55,9 @@ export function outOfBounds(
 }
 
 /**
- * Adds a check that every value of `idx` (int32/int64) lies in [lo, hi) when `b`'s module
- * collects checks; a no-op otherwise (eager mode has checked the values already).
+ * Adds a check that every value of `idx` (an integer tensor) lies in [lo, hi), or equals
+ * `except` (a loss's ignoreIndex), when `b`'s module collects checks; a no-op otherwise (eager
+ * mode has checked the values already).
  */
 export function checkInRange(
   b: ComputationBuilder,
@@ -65,6 +66,7 @@ export function checkInRange(
   hi: number,
   op: string,
   message: (value: bigint, bound: bigint) => string,
+  except?: number,
 ): void {
   const mb = b.moduleBuilder;
   const sink = mb && collectors.get(mb);
@@ -73,10 +75,13 @@ export function checkInRange(
   const count = numelOf(dims);
   if (count === 0) return;
   const x = cast(b, idx, "int64");
-  const bad = b.or(
+  let bad = b.or(
     b.compare(x, filled(b, "int64", BigInt(lo), dims), "LT"),
     b.compare(x, filled(b, "int64", BigInt(hi), dims), "GE"),
   );
+  if (except !== undefined) {
+    bad = b.and(bad, b.compare(x, filled(b, "int64", BigInt(except), dims), "NE"));
+  }
   // The row-major position of each element, as eager's scan meets it.
   const shape = arrayShape("s64", [...dims]);
   let stride = 1;

@@ -1,5 +1,6 @@
 // Compiled and lazy programs check index values as eager mode does (issue 13, section 5):
-// an out-of-range index given to embedding, gather, indexSelect, scatter or oneHot raises
+// an out-of-range index given to embedding, gather, indexSelect, scatter, oneHot or a loss's
+// class target raises
 // eager's OpError (same class, same message) after the call, on every backend, for static and
 // bounded-dynamic programs; in-range indices give eager's values; `checkIndices: false` keeps
 // XLA's clamping; the check is plain IR, so the reference evaluator gives the same answer.
@@ -84,6 +85,8 @@ describe("compiled index checks: the other checked ops", () => {
       ["scatterAdd", (i) => ops.scatterAdd(x4, 0, i, tensor([1, 2])), tensor([9, 0], "int64")],
       ["oneHot", (i) => ops.oneHot(i, 3), tensor([0, 3], "int64")],
       ["oneHot", (i) => ops.oneHot(i, 3), tensor([2, -1], "int64")],
+      ["crossEntropy", (t) => ops.crossEntropy(m, t), tensor([0, 3], "int64")],
+      ["nllLoss", (t) => ops.nllLoss(m, t), tensor([-1, 0], "int64")],
     ];
     for (const [name, f, bad] of cases) {
       const eager = thrown(() => f(bad));
@@ -91,6 +94,13 @@ describe("compiled index checks: the other checked ops", () => {
       const fast = compile(f, { backend: "js" });
       expectSameError(thrown(() => fast(bad)), eager);
     }
+  });
+
+  it("a loss's ignoreIndex is not out of range; in-range values are eager's", () => {
+    const m = tensor([[0.5, -1, 2], [1, 0, -3]]);
+    const f = (t: Tensor) => ops.crossEntropy(m, t);
+    const t = tensor([-100, 2], "int64");
+    expect(compile(f, { backend: "js" })(t).item()).toBe(f(t).item());
   });
 
   it("the first bad op in program order is the one reported, as in eager", () => {
