@@ -18,7 +18,7 @@ import type { Literal } from "../ir/literal.ts";
 import type { Instruction } from "../ir/module.ts";
 import { arrayShape } from "../ir/shape.ts";
 import { OpError } from "./errors.ts";
-import { cast, dimsOf, filled, reduce } from "./lower.ts";
+import { cast, dimsOf, dtypeOf, filled, reduce } from "./lower.ts";
 import { numelOf } from "./shape.ts";
 
 /** One checked index tensor: the op and eager's message for a bad value and the bound. */
@@ -74,32 +74,34 @@ export function checkInRange(
   const dims = dimsOf(idx);
   const count = numelOf(dims);
   if (count === 0) return;
-  const x = cast(b, idx, "int64");
-  let bad = b.or(
-    b.compare(x, filled(b, "int64", BigInt(lo), dims), "LT"),
-    b.compare(x, filled(b, "int64", BigInt(hi), dims), "GE"),
-  );
-  if (except !== undefined) {
-    bad = b.and(bad, b.compare(x, filled(b, "int64", BigInt(except), dims), "NE"));
-  }
-  // The row-major position of each element, as eager's scan meets it.
-  const shape = arrayShape("s64", [...dims]);
+  // Compared in the index's own type where the bounds fit (int32 and int64, whose converted
+  // copy would be a kernel of its own); only the value found is converted.
+  const t = dtypeOf(idx) === "int32" ? "int32" : "int64";
+  const x = cast(b, idx, t);
+  const bound = (v: number) => filled(b, t, t === "int32" ? v : BigInt(v), dims);
+  let bad = b.or(b.compare(x, bound(lo), "LT"), b.compare(x, bound(hi), "GE"));
+  if (except !== undefined) bad = b.and(bad, b.compare(x, bound(except), "NE"));
+  // The row-major position of each element, as eager's scan meets it (int32 unless too many;
+  // 64-bit integers are the slow ones in generated JavaScript).
+  const pt = count < 2 ** 31 ? "int32" : "int64";
+  const n = (v: number) => (pt === "int32" ? v : BigInt(v));
+  const shape = arrayShape(pt === "int32" ? "s32" : "s64", [...dims]);
   let stride = 1;
   let lin: Instruction | undefined;
   for (let k = dims.length - 1; k >= 0; k--) {
     const term = stride === 1
       ? b.iota(shape, k)
-      : b.multiply(b.iota(shape, k), filled(b, "int64", BigInt(stride), dims));
+      : b.multiply(b.iota(shape, k), filled(b, pt, n(stride), dims));
     lin = lin ? b.add(lin, term) : term;
     stride *= dims[k]!;
   }
-  lin ??= filled(b, "int64", 0n, dims);
+  lin ??= filled(b, pt, n(0), dims);
   const all = dims.map((_, k) => k);
-  const none = filled(b, "int64", BigInt(count), dims);
-  const pos = reduce(b, b.select(bad, lin, none), all, "min", BigInt(count), false);
-  const found = b.compare(pos, filled(b, "int64", BigInt(count), []), "LT");
+  const none = filled(b, pt, n(count), dims);
+  const pos = reduce(b, b.select(bad, lin, none), all, "min", n(count), false);
+  const found = b.compare(pos, filled(b, pt, n(count), []), "LT");
   const at = b.compare(lin, b.broadcast(pos, [...dims], []), "EQ");
-  const value = reduce(b, b.select(at, x, filled(b, "int64", 0n, dims)), all, "add", 0n, false);
+  const value = reduce(b, cast(b, b.select(at, x, bound(0)), "int64"), all, "add", 0n, false);
   sink.checks.push({ op, message });
   sink.outputs.push(found, value, filled(b, "int64", BigInt(hi), []));
 }
