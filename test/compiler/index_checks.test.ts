@@ -126,6 +126,24 @@ describe("compiled index checks: the other checked ops", () => {
     expect(Array.from(out[3]!.data)).toEqual([4n]);
   });
 
+  it("replay mode (after a graph break) raises eager's error on indices computed in the graph",
+    () => {
+      const f = (x: Tensor, i: Tensor) => {
+        const s = Number(x.sum().item()); // a graph break: the function runs in replay mode
+        return gather0(x, i.add(Math.sign(s) - 1)).add(s);
+      };
+      const good = tensor([3, 0], "int64");
+      const bad = tensor([1, 4], "int64");
+      const fast = compile(f, { backend: "js" });
+      expect(fast(x4, good).toArray()).toEqual(f(x4, good).toArray());
+      expect(fast.stats.mode).toBe("replay");
+      expectSameError(thrown(() => fast(x4, bad)), thrown(() => f(x4, bad)));
+      const loose = compile(f, { backend: "js", checkIndices: false });
+      loose(x4, good);
+      expect(loose.stats.mode).toBe("replay");
+      expect(loose(x4, bad).toArray()).toEqual([120, 140]);
+    });
+
   it("validates the option", () => {
     expect(() => compile(gather0, { checkIndices: "no" as unknown as boolean })).toThrow(
       'compile: checkIndices must be true or false, got "no"',
