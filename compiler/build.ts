@@ -14,6 +14,7 @@ import type { Affine } from "./dynamic_module.ts";
 import { type BucketedCall, buildDynamic } from "./dynamic_program.ts";
 import { dimPath, type SizeGroup } from "./size_groups.ts";
 import type { SizeBranchQuestion } from "./size_oracle.ts";
+import { type IndexCheck, RESULTS_PER_CHECK } from "../tensor/index_checks.ts";
 import type { Binding } from "./trace.ts";
 
 /** The compiled program of a captured call and how its parameters and results are wired. */
@@ -26,6 +27,10 @@ export interface ProgramBuild {
   readonly resultIndex: readonly number[];
   readonly ops: number;
   readonly tuple: boolean;
+  /** The program's index checks; their results follow the requested ones. */
+  readonly checks: readonly IndexCheck[];
+  /** Requested results (the first check's result position). */
+  readonly checkAt: number;
   /** Set when the program has bounded dynamic dims (runPadded pads for it). */
   readonly dynamicModule: Module | undefined;
   /** Parameters that are numbers computed from the call's sizes, by parameter index. */
@@ -56,6 +61,8 @@ export function buildEntryProgram(
       resultIndex: [],
       ops: 0,
       tuple: false,
+      checks: [],
+      checkAt: 0,
       dynamicModule: undefined,
       affine: new Map(),
       bucketed: groups === undefined && dynamicDims,
@@ -67,6 +74,8 @@ export function buildEntryProgram(
     resultIndex: program.resultIndex,
     ops: program.ops,
     tuple: program.results > 1,
+    checks: program.checks,
+    checkAt: program.results - RESULTS_PER_CHECK * program.checks.length,
   };
   // Code that branches on a size shares a bucket's program only when the oracle says the
   // traces did not (compiler/size_oracle.ts, docs/dynamic-shapes.md).

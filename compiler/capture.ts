@@ -232,6 +232,7 @@ export function programOf(
     (slot) => concreteOf(tracer.slotTensors[slot]!),
     tracer.slots,
     config.freeze,
+    config.checkIndices,
   );
 }
 

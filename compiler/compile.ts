@@ -57,6 +57,7 @@ import { type AutoDims, chooseGroups, planDynamic } from "./size_groups.ts";
 import { sizeBranchOracle } from "./size_oracle.ts";
 import { type CompileStats, StatsCounter } from "./stats.ts";
 import { type AnyFunction, checkTargetKind, Target } from "./target.ts";
+import { isIndexCheckError } from "../tensor/index_checks.ts";
 
 export type { CompileOptions } from "./config.ts";
 export { describeGuard } from "./guards.ts";
@@ -288,7 +289,15 @@ function install(
   const { target, state } = c;
   if (bucketed) state.bucketed.add(entry);
   cap.tracer.undoWrites();
-  const value = runEntry(entry, args);
+  let value: unknown;
+  let badIndex: unknown;
+  try {
+    value = runEntry(entry, args);
+  } catch (e) {
+    // Bad index values are this call's fault, not the program's: the entry joins all the same.
+    if (!isIndexCheckError(e)) throw e;
+    badIndex = e;
+  }
   state.entries.push(entry);
   state.stats.compiles++;
   state.stats.mode = "graph";
@@ -298,6 +307,7 @@ function install(
     log("guards", `${target.name}: entry ${n} guards (${entry.guards.specs.length}):`);
     for (const g of entry.guards.guards) log("guards", `  ${describeGuard(g)}`);
   }
+  if (badIndex !== undefined) throw badIndex;
   return value;
 }
 

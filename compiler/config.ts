@@ -51,6 +51,13 @@ export interface CompileOptions {
    * included); default: the pool's setting (KILN_NUM_THREADS, else every core).
    */
   threads?: number;
+  /**
+   * Check index values as eager mode does (default true): an out-of-range index given to
+   * gather, scatter, indexSelect, embedding, oneHot or a loss's class target raises eager's
+   * OpError after the call.
+   * false keeps XLA's semantics (clamped or skipped indices) and skips the check's cost.
+   */
+  checkIndices?: boolean;
 }
 
 /** The options as the stages read them (see the file comment). */
@@ -68,6 +75,7 @@ export interface CompileConfig {
   readonly buckets: BucketPolicy;
   readonly outOfRange: "error" | "recompile";
   readonly threads: number | undefined;
+  readonly checkIndices: boolean;
   /** What replay mode and the tracer's lazy scope compile with. */
   readonly lazy: LazyOptions;
 }
@@ -141,9 +149,16 @@ export function resolveConfig(options: CompileOptions): CompileConfig {
   if (threads !== undefined && (!Number.isInteger(threads) || threads < 1)) {
     throw new TypeError(`compile: threads must be an integer >= 1, got ${describeValue(threads)}`);
   }
+  const checkIndices = options.checkIndices ?? true;
+  if (typeof checkIndices !== "boolean") {
+    throw new TypeError(
+      `compile: checkIndices must be true or false, got ${describeValue(checkIndices)}`,
+    );
+  }
   return {
     backend: options.backend,
     threads,
+    checkIndices,
     fullgraph: Boolean(options.fullgraph),
     recompileLimit: limit,
     errorOnRecompile: Boolean(options.errorOnRecompile),
@@ -158,6 +173,7 @@ export function resolveConfig(options: CompileOptions): CompileConfig {
       ...(options.backend !== undefined && { backend: options.backend }),
       ...(cache !== undefined && { cache }),
       ...(options.pipeline !== undefined && { pipeline: options.pipeline }),
+      ...(!checkIndices && { checkIndices }),
     },
   };
 }

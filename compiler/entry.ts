@@ -13,6 +13,7 @@ import type { ArrayShape } from "../ir/shape.ts";
 import { runPadded } from "../passes/dynamic_padder.ts";
 import { type Executable, single } from "../runtime/index.ts";
 import { operandLiteral, tensorFromLiteral } from "../tensor/dispatch.ts";
+import { type IndexCheck, raiseIndexErrors } from "../tensor/index_checks.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { frameAt, locate, locateHere } from "../util/user_frame.ts";
 import type { Capture, OutLeaf, OutWrite } from "./capture.ts";
@@ -34,6 +35,9 @@ export interface GraphEntry {
   readonly writes: readonly OutWrite[];
   readonly ops: number;
   readonly freeNames: readonly string[];
+  /** Index checks, raised after the run; their results start at `checkAt`. */
+  readonly checks: readonly IndexCheck[];
+  readonly checkAt: number;
   /** Set when the program has bounded dynamic dims: the module runPadded pads for. */
   readonly dynamicModule?: Module;
 }
@@ -70,6 +74,8 @@ export function makeEntry(
     writes: c.writes.map((w) => ({ ...w, leaf: remap(w.leaf) })),
     ops: p.ops,
     freeNames,
+    checks: p.checks,
+    checkAt: p.checkAt,
     ...(p.dynamicModule !== undefined && { dynamicModule: p.dynamicModule }),
   };
 }
@@ -86,6 +92,8 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
       throw err instanceof Error ? locateRun(err, e.dynamicModule ?? e.module) : err;
     }
     results = e.tuple ? (out as EvalValue[]) : [out];
+    // Out-of-range indices raise eager's error; no result or write is handed out.
+    if (e.checks.length > 0) raiseIndexErrors(e.checks, results.slice(e.checkAt));
   }
   const tensors: (Tensor | undefined)[] = results.map(() => undefined);
   const produce = (l: OutLeaf): unknown => {

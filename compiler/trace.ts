@@ -28,6 +28,7 @@ import {
 import type { DType, Scalar } from "../tensor/dtype.ts";
 import { lazyScopeMode, type LazyOptions } from "../tensor/lazy.ts";
 import { Module as NNModule, Parameter } from "../tensor/nn/module.ts";
+import { collectIndexChecks, type IndexCheck } from "../tensor/index_checks.ts";
 import { defaultGenerator } from "../tensor/random.ts";
 import {
   ConcreteImpl,
@@ -540,12 +541,14 @@ export type Binding =
 export interface Program {
   readonly module: Module;
   readonly bindings: readonly Binding[];
-  /** Results in order: one per distinct node output asked for. */
+  /** Results in order: one per distinct node output asked for, then three per index check. */
   readonly results: number;
   /** The position among results of each requested src (by requested order). */
   readonly resultIndex: readonly number[];
   /** Ops lowered into the program. */
   readonly ops: number;
+  /** Index checks (tensor/index_checks.ts): their results follow the requested ones. */
+  readonly checks: readonly IndexCheck[];
 }
 
 function srcKey(s: Src): string | undefined {
@@ -575,6 +578,7 @@ export function buildProgram(
   slotValue: (slot: number) => Tensor,
   slots: readonly InputSlot[],
   freeze: boolean,
+  checkIndices = true,
 ): Program {
   const live = new Set<TraceNode>();
   const stack: TraceNode[] = [];
@@ -625,6 +629,7 @@ export function buildProgram(
     resultIndex.push(i);
   }
   const mb = new ModuleBuilder(name);
+  const checks = checkIndices ? collectIndexChecks(mb) : undefined;
   mb.entry("main", (b) => {
     const params = bindings.map((bd) => {
       switch (bd.kind) {
@@ -670,6 +675,7 @@ export function buildProgram(
       if (r.kind !== "node") throw new Error("buildProgram: only node outputs are results");
       return values.get(r.node)![r.index]!;
     });
+    if (checks) results.push(...checks.outputs);
     return results.length === 1 ? results[0]! : b.tuple(results);
   });
   const module = mb.build();
@@ -677,5 +683,12 @@ export function buildProgram(
   const kept = freeze
     ? bindings.filter((bd) => !(bd.kind === "slot" && slots[bd.slot]!.kind === "state"))
     : bindings;
-  return { module, bindings: kept, results: resultSrcs.length, resultIndex, ops: order.length };
+  return {
+    module,
+    bindings: kept,
+    results: resultSrcs.length + (checks?.outputs.length ?? 0),
+    resultIndex,
+    ops: order.length,
+    checks: checks?.checks ?? [],
+  };
 }

@@ -49,6 +49,12 @@ import {
   withMode,
 } from "./dispatch.ts";
 import type { DType, Scalar } from "./dtype.ts";
+import {
+  collectIndexChecks,
+  type IndexCheck,
+  raiseIndexErrors,
+  RESULTS_PER_CHECK,
+} from "./index_checks.ts";
 import { dimsOf, dtypeOf } from "./lower.ts";
 import { ConcreteImpl, registerRealizer, Tensor, type TensorImpl } from "./tensor.ts";
 
@@ -71,6 +77,12 @@ export interface LazyOptions {
    * so a loop that never observes anything does not grow one unbounded program.
    */
   maxDepth?: number;
+  /**
+   * Check index values as eager mode does (default true; tensor/index_checks.ts): an
+   * out-of-range index raises eager's OpError when the graph is realized. false keeps XLA's
+   * clamping.
+   */
+  checkIndices?: boolean;
 }
 
 const DEFAULT_MAX_DEPTH = 500;
@@ -394,8 +406,9 @@ function refText(r: Ref): string {
   return "param" in r ? `p${r.param}` : `s${r.step}.${r.index}`;
 }
 
-function buildModule(p: Plan): Module {
+function buildModule(p: Plan, checkIndices: boolean): Built {
   const mb = new ModuleBuilder("lazy");
+  const checks = checkIndices ? collectIndexChecks(mb) : undefined;
   mb.entry("main", (b) => {
     const params = p.params.map((v) =>
       operandParameter(b, v instanceof ConcreteImpl ? new Tensor(v) : v),
@@ -409,33 +422,43 @@ function buildModule(p: Plan): Module {
       values.push(Array.isArray(out) ? out : [out]);
     }
     const results = p.results.map((r) => values[r.step]![r.index]!);
+    if (checks) results.push(...checks.outputs);
     return results.length === 1 ? results[0]! : b.tuple(results);
   });
-  return mb.build();
+  return { module: mb.build(), checks: checks?.checks ?? [] };
+}
+
+/** A graph's module and its index checks (whose results follow the plan's). */
+interface Built {
+  readonly module: Module;
+  readonly checks: readonly IndexCheck[];
 }
 
 interface Compiled {
   readonly exe: Executable;
   readonly hit: LazyGraphInfo["hit"];
+  readonly checks: readonly IndexCheck[];
 }
 
 const MEMO_CAPACITY = 1024;
-const memo = new Map<string, Executable>();
+const memo = new Map<string, { exe: Executable; checks: readonly IndexCheck[] }>();
 
 function compilePlan(p: Plan, options: LazyOptions): Compiled {
   const backend = getBackend(options.backend ?? eagerBackendName()).name;
   const useMemo = options.cache !== false;
   const compileOpts = { pipeline: options.pipeline, optimize: true };
-  const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|${p.key}`;
+  const checkIndices = options.checkIndices !== false;
+  const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|` +
+    `${checkIndices ? "" : "unchecked|"}${p.key}`;
   if (useMemo) {
-    const exe = memo.get(memoKey);
-    if (exe) {
+    const known = memo.get(memoKey);
+    if (known) {
       memo.delete(memoKey);
-      memo.set(memoKey, exe);
-      return { exe, hit: "graph" };
+      memo.set(memoKey, known);
+      return { ...known, hit: "graph" };
     }
   }
-  const module = buildModule(p);
+  const { module, checks } = buildModule(p, checkIndices);
   const cache = options.cache;
   let r: CompileResult;
   try {
@@ -450,13 +473,13 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
     });
   }
   if (useMemo) {
-    memo.set(memoKey, r.executable);
+    memo.set(memoKey, { exe: r.executable, checks });
     if (memo.size > MEMO_CAPACITY) {
       const oldest = memo.keys().next().value;
       if (oldest !== undefined) memo.delete(oldest);
     }
   }
-  return { exe: r.executable, hit: r.hit };
+  return { exe: r.executable, hit: r.hit, checks };
 }
 
 /** Names the ops of a plan for an error message (the first few, with counts). */
@@ -490,7 +513,11 @@ function realizeImpls(requested: readonly LazyImpl[]): void {
     // At the user's line that observed the value (the ops themselves were checked when called).
     throw locateHere(new Error(`${describePlan(p)} failed: ${detail}`, { cause: e }));
   }
-  const list = p.results.length === 1 ? [single(out)] : tupleOf(out, p.results.length);
+  const n = p.results.length + RESULTS_PER_CHECK * compiled.checks.length;
+  const list = n === 1 ? [single(out)] : tupleOf(out, n);
+  // Out-of-range indices raise eager's error before any value is kept: reading the tensors
+  // again runs the graph again (and raises again), it never hands out clamped data.
+  raiseIndexErrors(compiled.checks, list.slice(p.results.length));
   const perStep = new Map<number, ConcreteImpl[]>();
   for (const [k, r] of p.results.entries()) {
     let vs = perStep.get(r.step);

@@ -4,10 +4,12 @@
 // Index tensors are int64 (PyTorch's type) or int32. Index VALUES are checked in eager mode,
 // where they are known, before the program runs (each op's `normalize`): an out-of-range index
 // is an OpError naming the op, the index and the dim. Under lazy mode or a compiled program the
-// values are not known when the program is built and the IR's semantics apply (XLA's): gather,
-// indexSelect and embedding clamp an out-of-range start index into range, scatter skips an
-// out-of-range update, oneHot gives an all-zero row, dynamicUpdateSlice clamps its starts (see
-// docs/ops/indexing.md).
+// values are not known when the program is built: there the lowering adds the same check to the
+// program (tensor/index_checks.ts; raised after the run with eager's error), unless the program
+// opted out (`compile(fn, { checkIndices: false })`), and then the IR's semantics apply (XLA's):
+// gather, indexSelect and embedding clamp an out-of-range start index into range, scatter skips
+// an out-of-range update, oneHot gives an all-zero row. dynamicUpdateSlice clamps its starts
+// (not checked in programs; see docs/ops/indexing.md).
 
 import type { ComputationBuilder } from "../../ir/builder.ts";
 import type { Computation, Instruction } from "../../ir/module.ts";
@@ -16,6 +18,7 @@ import { p } from "../args.ts";
 import { toElementType } from "../dtype.ts";
 import { defineOp, installMethods, type MethodOf } from "../dispatch.ts";
 import { OpError } from "../errors.ts";
+import { checkInRange, outOfBounds } from "../index_checks.ts";
 import {
   broadcastTo,
   cast,
@@ -58,9 +61,21 @@ function checkIndexRange(op: string, index: Tensor, size: number, what: string):
   for (let i = 0; i < v.length; i++) {
     const k = Number(v[i]!);
     if (k < 0 || k >= size) {
-      throw new OpError(op, `index ${v[i]} is out of bounds for ${what} with size ${size}`);
+      throw new OpError(op, outOfBounds(v[i]!, what, size));
     }
   }
+}
+
+/** The same check in a program that collects index checks (lazy mode, compile()). */
+function checkIndexRangeIn(
+  b: ComputationBuilder,
+  idx: Instruction,
+  size: number,
+  what: string,
+): void {
+  const op = opName(b);
+  // `n`: the size the program ran with (a program serving several sizes computes it).
+  checkInRange(b, idx, 0, size, op, (v, n) => outOfBounds(v, what, n));
 }
 
 /** The dim an op indexes, normalized; zero-dim inputs index as if they had one dim. */
@@ -129,6 +144,7 @@ export const gather = defineOp({
       }
     });
     const outDims = dimsOf(idx!);
+    checkIndexRangeIn(b, idx!, xs[d]!, `dim ${d}`);
     if (numelOf(is) === 0) return filled(b, dtypeOf(x!), 0, outDims);
     if (xs[d] === 0) fail(b, `index is out of range: dim ${d} of the input has size 0`);
     const r = is.length;
@@ -197,6 +213,7 @@ function scatterLowering(
         `${scalarSrc ? "" : ` and no larger than src ${shapeString(dimsOf(src))}`}`);
     }
   });
+  checkIndexRangeIn(b, idx, xs[d]!, `dim ${d}`);
   // Nothing to write, or nowhere to write it (every index would be out of range).
   if (numelOf(is) === 0 || numelOf(xs) === 0) return x;
   const updates = scalarSrc
@@ -270,6 +287,7 @@ export const indexSelect = defineOp({
     const x1 = asRank1(b, x!);
     const xs = dimsOf(x1);
     const outDims = xs.map((s, k) => (k === d ? n : s));
+    checkIndexRangeIn(b, idx!, xs[d]!, `dim ${d}`);
     let r: Instruction;
     if (numelOf(outDims) === 0) r = filled(b, dtypeOf(x!), 0, outDims);
     else {
@@ -312,6 +330,9 @@ export const embedding = defineOp({
     const ws = dimsOf(w!);
     const is = dimsOf(idx!);
     const outDims = [...is, ws[1]!];
+    const num = ws[0]!;
+    checkInRange(b, idx!, 0, num, "embedding", (v, n) =>
+      outOfBounds(v, `the weight's ${n} embeddings`, n));
     if (numelOf(outDims) === 0) return filled(b, dtypeOf(w!), 0, outDims);
     if (ws[0] === 0) fail(b, `index is out of range: the weight has no embeddings`);
     // paddingIdx only changes gradients; the forward pass reads the row like any other.
@@ -427,6 +448,10 @@ export const oneHot = defineOp({
     checkIndexDType(b, x!, "tensor");
     if (numClasses < 0) fail(b, `numClasses must be given (the values are not known)`);
     const dims = dimsOf(x!);
+    checkInRange(b, x!, 0, numClasses, "oneHot", (v, n) =>
+      v < 0n
+        ? `class values must be non-negative, got ${v}`
+        : `class values must be smaller than numClasses (${n}), got ${v}`);
     const out = [...dims, numClasses];
     const classes = b.iota(arrayShape("s64", out), dims.length);
     const values = b.broadcast(cast(b, x!, "int64"), out, range(dims.length));

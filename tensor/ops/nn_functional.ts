@@ -32,6 +32,7 @@ import {
 } from "../dispatch.ts";
 import { type DType, isFloatingDType, isIntegralDType, toElementType } from "../dtype.ts";
 import { ArgumentError, OpError } from "../errors.ts";
+import { checkInRange } from "../index_checks.ts";
 import {
   cast,
   computeType,
@@ -1348,6 +1349,22 @@ function nllLower(
   return { loss: reduceLoss(b, loss, reduction, total), valid, total };
 }
 
+/**
+ * In a program that collects index checks (lazy mode, compile()): the same check on the
+ * target's values, raised after the run (tensor/index_checks.ts).
+ */
+function checkTargetRange(
+  b: ComputationBuilder,
+  x: Instruction,
+  target: Instruction,
+  ignoreIndex: number,
+): void {
+  const xd = dimsOf(x);
+  const c = xd[xd.length === 1 ? 0 : 1]!;
+  checkInRange(b, target, 0, c, opName(b), (v, n) =>
+    `target ${v} is out of bounds for ${n} classes`, ignoreIndex);
+}
+
 /** Eager only: a concrete class-index target's values must be classes or ignoreIndex. */
 function checkTargetValues(
   op: string,
@@ -1384,6 +1401,7 @@ export const nllLoss = defineOp({
   lower(b, [x, target, weight], { ignoreIndex, reduction }) {
     const t = floatInput(b, x!);
     checkIndexTarget(b, x!, target!);
+    checkTargetRange(b, x!, target!, ignoreIndex);
     checkClassWeight(b, x!, weight);
     const { loss } = nllLower(b, cast(b, x!, computeType(t)), target!, weight, ignoreIndex,
       reduction);
@@ -1440,6 +1458,7 @@ export const crossEntropy = defineOp({
       return cast(b, b.divide(s, filledLike(b, s, numelOf(xd) / Math.max(nClasses, 1))), t);
     }
     checkIndexTarget(b, x!, target!);
+    checkTargetRange(b, x!, target!, ignoreIndex);
     const nll = nllLower(b, logp, target!, weight, ignoreIndex, reduction);
     if (!(eps > 0)) return cast(b, nll.loss, t);
     let sm = logp;

@@ -617,9 +617,10 @@ describe("errors name the op, the argument and the shapes", () => {
 });
 
 describe("class-index targets out of range", () => {
-  it("are treated as ignored by the lowering (what compiled programs do)", () => {
+  it("are treated as ignored by the lowering (what checkIndices: false programs do)", () => {
     // Eager calls reject such targets before lowering; run the lowering itself to see the
-    // documented compiled behaviour.
+    // documented behaviour of a program that does not check (compiled programs check by
+    // default: test/compiler/index_checks.test.ts).
     const logp = tensor([
       [-1, -2, -3],
       [-0.5, -1.5, -2.5],
