@@ -96,6 +96,7 @@ const OPTION_KEYS = {
   buckets: true,
   outOfRange: true,
   threads: true,
+  checkIndices: true,
 } as const satisfies { readonly [K in keyof Required<CompileOptions>]: true };
 
 const PIPELINE_KEYS = {
