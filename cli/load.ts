@@ -43,7 +43,9 @@ const EXTENSIONS = new Set([".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".tsx"
 /** The zoo's file for a bare model name, or undefined. */
 function zooFile(name: string): string | undefined {
   if (!Object.hasOwn(zoo, name)) return undefined;
-  return fileURLToPath(new URL(`../models/${name}.ts`, import.meta.url));
+  // The zoo's files have this file's extension: .ts in a checkout, .js in the built package.
+  const ext = extname(fileURLToPath(import.meta.url));
+  return fileURLToPath(new URL(`../models/${name}${ext}`, import.meta.url));
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

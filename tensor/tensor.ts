@@ -143,18 +143,21 @@ export class Tensor {
   }
 
   /**
-   * The one element of a one-element tensor: a number (a boolean for bool). An int64 value is
-   * a number when it is a safe integer (|v| < 2^53) and an error otherwise, unless
-   * `{ bigint: true }` asks for a bigint (always, for int64).
+   * The one element of a one-element tensor, as a number: bool gives 1 or 0, so the value
+   * works in a comparison (`x.amax().item() > 10`) and in arithmetic under strict TypeScript,
+   * and as a condition (`if (mask.any().item())`) as PyTorch's does; `toArray()` keeps
+   * booleans. An int64 value is a number when it is a safe integer (|v| < 2^53) and an error
+   * otherwise, unless `{ bigint: true }` asks for a bigint (always, for int64).
    */
-  item(): number | boolean;
-  item(options: ToArrayOptions): number | boolean | bigint;
-  item(options: ToArrayOptions = {}): number | boolean | bigint {
+  item(): number;
+  item(options: ToArrayOptions): number | bigint;
+  item(options: ToArrayOptions = {}): number | bigint {
     const n = this.numel();
     if (n !== 1) {
       throw new OpError("item", `a tensor with ${n} elements cannot be converted to a scalar`);
     }
-    return this.reader("item", options)(0);
+    const v = this.reader("item", options)(0);
+    return typeof v === "boolean" ? Number(v) : v;
   }
 
   /**

@@ -2,6 +2,8 @@
 // (parseHlo, printHlo, verifyModule, evaluate, literal, moduleToProto, moduleFromProto,
 // fingerprint) and the README's example.
 
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   compile,
@@ -128,5 +130,51 @@ describe("README: compile a model", () => {
     const text = explain(model, x).toString();
     expect(text).toContain("graphs: 1");
     expect(text).toContain("graph breaks: 0");
+  });
+});
+
+// package.json `exports`: each public subpath maps to a built file whose source is the entry
+// here, and holds the names the docs import from it. (test/package.test.ts and docs.test.ts
+// check the same against the packed package; this runs on the sources, in milliseconds.)
+describe("the public subpaths", () => {
+  const text = readFileSync(join(import.meta.dirname, "..", "package.json"), "utf8");
+  const pkg = JSON.parse(text) as {
+    exports: Record<string, string | { types: string; default: string }>;
+  };
+  const documented: Record<string, string[]> = {
+    ".": ["compile", "explain", "markDynamic", "DynamicShapeError", "GraphBreakError", "nn",
+      "ops", "randn", "tensor", "manualSeed", "lazy", "loadSafetensors", "ModuleBuilder",
+      "parseHlo", "printHlo", "printLiteral", "evaluate", "literal", "shapeToString"],
+    "./nn": ["Module", "Linear", "Sequential", "LayerNorm", "functional"],
+    "./models": ["zoo", "getModel", "gpt2", "bert", "mlp", "resnet", "vit", "whisper"],
+    "./testing": ["expectMaxCompiles", "CompileBudgetError"],
+    "./ir": ["ModuleBuilder", "parseHlo", "printHlo", "printLiteral", "verifyModule", "evaluate",
+      "moduleToProto", "moduleFromProto", "fingerprint", "arrayShape", "literal"],
+    "./passes": ["defaultPipeline", "optimizationPipeline", "fixpoint", "Pipeline"],
+    "./runtime": ["compileModule", "nativeProfile", "backendNames", "defaultProgramCache"],
+  };
+
+  it("are exactly the documented ones, each with types", () => {
+    expect(Object.keys(pkg.exports).sort()).toEqual([...Object.keys(documented),
+      "./package.json"].sort());
+    for (const [path, target] of Object.entries(pkg.exports)) {
+      if (path === "./package.json") continue;
+      expect(target, path).toEqual({
+        types: expect.stringMatching(/^\.\/dist\/.*\.d\.ts$/),
+        default: expect.stringMatching(/^\.\/dist\/.*\.js$/),
+      });
+    }
+  });
+
+  it.each(Object.entries(documented))("%s exports what the docs import", async (p, names) => {
+    const target = pkg.exports[p] as { default: string };
+    const source = target.default.replace(/^\.\/dist\//, "../").replace(/\.js$/, ".ts");
+    const mod = (await import(source)) as Record<string, unknown>;
+    for (const name of names) expect(mod[name], `${p}: ${name}`).toBeDefined();
+  });
+
+  it("kiln/nn is the nn namespace of kiln (one set of classes)", async () => {
+    const sub = (await import("../tensor/nn/index.ts")) as Record<string, unknown>;
+    expect(sub["Linear"]).toBe(nn.Linear);
   });
 });

@@ -25,7 +25,7 @@ describe("models/index", () => {
       expect(tensorsIn(args)[0]!.size(0)).toBe(1);
       const out = tensorsIn((model as unknown as nn.Forward & nn.Module).call(...(args as [])));
       expect(out.length).toBeGreaterThan(0);
-      for (const t of out) expect(ops.isfinite(t).all().item()).toBe(true);
+      for (const t of out) expect(ops.isfinite(t).all().item()).toBe(1);
       expect(() => entry.inputs({ width: 3 })).toThrow(`${name} inputs: unknown size 'width'`);
       expect(() => entry.inputs({ batch: 0 })).toThrow(/'batch' must be a positive integer/);
     });

@@ -39,7 +39,9 @@ describe("reading values", () => {
   it("item gives the one element", () => {
     expect(tensor(2.5).item()).toBe(2.5);
     expect(tensor([[7]], { dtype: "int32" }).item()).toBe(7);
-    expect(tensor(true).item()).toBe(true);
+    expect(tensor(true).item()).toBe(1); // a number, so `item() > 0` type-checks
+    expect(tensor(false).item()).toBe(0);
+    expect(tensor(true).toArray()).toBe(true);
     expect(tensor([3n]).item()).toBe(3);
     expect(() => zeros(2).item()).toThrow(OpError);
     expect(() => zeros(2).item()).toThrow(
