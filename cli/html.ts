@@ -508,12 +508,31 @@ function layout(panel) {
   const edges = [];
   const seen = new Set();
   const shared = new Map();
+  // Where a shared weight's own box goes: with its first reader (a block's key, or "" outside).
+  const homes = new Map();
+  const home = (id) => {
+    if (!homes.has(id)) {
+      const first = g.edges.find((e) => e.from === id);
+      const o = first && owner.get(first.to);
+      homes.set(id, o ? o.r.id + ":" + o.k : "");
+    }
+    return homes.get(id);
+  };
   for (const e of g.edges) {
     const a = rep(e.from), b = rep(e.to);
     if (a === b) continue;
     // A weight or constant read by every step would tie every collapsed block to it: the
     // block's tooltip names it instead of an edge.
     if (b !== e.to && a === e.from && byId.get(e.from).leaf) {
+      if (!shared.has(b)) shared.set(b, new Set());
+      shared.get(b).add("%" + e.from);
+      continue;
+    }
+    // So would one read by several expanded copies: its edges go to its first reader's copy
+    // only (one edge per step down the whole graph is also what makes dagre slow: every rank
+    // an edge crosses is a node to order).
+    const from = owner.get(e.from), to = owner.get(e.to);
+    if (!from && to && byId.get(e.from).leaf && home(e.from) !== to.r.id + ":" + to.k) {
       if (!shared.has(b)) shared.set(b, new Set());
       shared.get(b).add("%" + e.from);
       continue;
@@ -529,23 +548,21 @@ function layout(panel) {
   }
   for (const [b, names] of shared) {
     const d = boxes.get(b);
-    d.title += "; also reads " + [...names].join(", ");
+    d.title += "; also reads " + [...names].join(", ") + " (drawn once, elsewhere)";
   }
   for (const d of boxes.values()) cv.appendChild(d);
   for (const e of edges) cv.appendChild(e.d);
-  const G = new dagre.graphlib.Graph({ multigraph: true, compound: true });
+  const G = new dagre.graphlib.Graph({ multigraph: true });
   G.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 30, edgesep: 8, marginx: 12, marginy: 12 });
   G.setDefaultEdgeLabel(() => ({}));
   for (const [id, d] of boxes) G.setNode(id, { width: d.offsetWidth, height: d.offsetHeight });
+  // Expanded copies are drawn as the box around their nodes, not as dagre clusters: compound
+  // layout costs minutes at a thousand nodes, and the steps of a block stay together anyway.
   const clusters = [];
   for (const r of g.groups) {
     r.copies.forEach((c, k) => {
       const key = r.id + ":" + k;
-      if (st.collapsed.has(key)) return;
-      const cid = "cluster:" + key;
-      G.setNode(cid, {});
-      for (const id of c) G.setParent(id, cid);
-      clusters.push({ cid: cid, key: key, r: r, k: k });
+      if (!st.collapsed.has(key)) clusters.push({ key: key, r: r, k: k, ids: c });
     });
   }
   edges.forEach((e, k) => {
@@ -559,14 +576,19 @@ function layout(panel) {
   cv.style.width = st.w + "px";
   cv.style.height = st.h + "px";
   for (const c of clusters) {
-    const p = G.node(c.cid);
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const id of c.ids) {
+      const p = G.node(id);
+      x0 = Math.min(x0, p.x - p.width / 2); x1 = Math.max(x1, p.x + p.width / 2);
+      y0 = Math.min(y0, p.y - p.height / 2); y1 = Math.max(y1, p.y + p.height / 2);
+    }
     const d = el("div", "cluster");
     d.setAttribute("data-group", c.r.id);
     d.setAttribute("data-copy", String(c.k));
-    d.style.left = (p.x - p.width / 2) + "px";
-    d.style.top = (p.y - p.height / 2) + "px";
-    d.style.width = p.width + "px";
-    d.style.height = p.height + "px";
+    d.style.left = (x0 - 6) + "px";
+    d.style.top = (y0 - 16) + "px";
+    d.style.width = (x1 - x0 + 12) + "px";
+    d.style.height = (y1 - y0 + 22) + "px";
     const tab = el("span", "tab", "▾ block " + (c.k + 1) + " of " + c.r.copies.length);
     tab.title = "collapse this block";
     tab.addEventListener("click", () => { st.collapsed.add(c.key); layout(panel); });
