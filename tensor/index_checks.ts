@@ -17,6 +17,7 @@ import type { EvalValue } from "../ir/evaluate.ts";
 import type { Literal } from "../ir/literal.ts";
 import type { Instruction } from "../ir/module.ts";
 import { arrayShape } from "../ir/shape.ts";
+import { frameAt, locate } from "../util/user_frame.ts";
 import { OpError } from "./errors.ts";
 import { cast, dimsOf, dtypeOf, filled, reduce } from "./lower.ts";
 import { numelOf } from "./shape.ts";
@@ -25,6 +26,8 @@ import { numelOf } from "./shape.ts";
 export interface IndexCheck {
   readonly op: string;
   readonly message: (value: bigint, bound: bigint) => string;
+  /** The op's recorded source location (a traced op's), which the error then names. */
+  readonly location?: { file: string; line: number; column: number };
 }
 
 /** Results per check: found (pred[]), the first bad value (s64[]), the upper bound (s64[]). */
@@ -102,7 +105,11 @@ export function checkInRange(
   const found = b.compare(pos, filled(b, pt, n(count), []), "LT");
   const at = b.compare(lin, b.broadcast(pos, [...dims], []), "EQ");
   const value = reduce(b, cast(b, b.select(at, x, bound(0)), "int64"), all, "add", 0n, false);
-  sink.checks.push({ op, message });
+  const md = b.metadata;
+  const location = md.sourceFile !== undefined && md.sourceLine !== undefined
+    ? { file: md.sourceFile, line: md.sourceLine, column: md.sourceColumn ?? 1 }
+    : undefined;
+  sink.checks.push(location ? { op, message, location } : { op, message });
   sink.outputs.push(found, value, filled(b, "int64", BigInt(hi), []));
 }
 
@@ -127,7 +134,9 @@ export function raiseIndexErrors(
   checks.forEach((c, k) => {
     const [found, value, bound] = values.slice(RESULTS_PER_CHECK * k).map(scalarOf);
     if (found !== 0n) {
-      const e = new OpError(c.op, c.message(value!, bound!));
+      // At the op's own line when the tracer recorded it (the stack now is the call's).
+      const made = new OpError(c.op, c.message(value!, bound!));
+      const e = c.location ? locate(made, frameAt(c.location)) : made;
       raised.add(e);
       throw e;
     }
