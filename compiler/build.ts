@@ -5,7 +5,9 @@
 // (or when that fails) the dims are specialized, with the reason, and the traced program is
 // compiled as it is. Both go through the program cache (compiler/backend.ts).
 
+import { cloneModule } from "../ir/clone.ts";
 import type { Module } from "../ir/module.ts";
+import { shapeToString } from "../ir/shape.ts";
 import type { Executable } from "../runtime/index.ts";
 import { log } from "../util/log.ts";
 import { compileProgram } from "./backend.ts";
@@ -101,14 +103,45 @@ export function buildEntryProgram(
     stats.noteSpecialized(stats.calls, why);
     log("recompiles", () => `${name}: ${why}`);
   }
-  const r = compileProgram(program.module, config);
+  const module = mergeEqualScalars(program.module, program.bindings);
+  const r = compileProgram(module, config);
   if (r.hit !== "miss") stats.programCacheHits++;
   return {
     ...base,
     exe: r.executable,
-    module: program.module,
+    module,
     dynamicModule: undefined,
     affine: new Map(),
     bucketed: groups === undefined && dynamicDims,
   };
+}
+
+/**
+ * A static program in which every scalar parameter with the same value and shape as an earlier
+ * one is read as that earlier one: the tracer binds each JS number an op uses to a parameter of
+ * its own (a dynamic program fits those to the call's sizes one by one), so two uses of
+ * `headDim` were two parameters, and CSE kept the two identical chains reading them (a Mistral
+ * block's RoPE frequencies for q and for k, two fusions). A static program's scalar bindings
+ * are fixed at its trace, so equal ones may share. The duplicate parameters stay in the
+ * signature (the entry still passes their values), unused.
+ */
+function mergeEqualScalars(module: Module, bindings: readonly Binding[]): Module {
+  const first = new Map<string, number>();
+  const merges: [number, number][] = [];
+  bindings.forEach((bd, i) => {
+    if (bd.kind !== "scalar") return;
+    const v = bd.value;
+    const p = module.entry.parameters[i];
+    if (p === undefined) return;
+    const value = typeof v === "number" && Object.is(v, -0) ? "-0" : `${typeof v}:${String(v)}`;
+    const key = `${shapeToString(p.shape, false)} ${value}`;
+    const at = first.get(key);
+    if (at === undefined) first.set(key, i);
+    else merges.push([i, at]);
+  });
+  if (merges.length === 0) return module;
+  const m = cloneModule(module);
+  const params = m.entry.parameters;
+  for (const [dup, keep] of merges) params[dup]!.replaceAllUsesWith(params[keep]!);
+  return m;
 }

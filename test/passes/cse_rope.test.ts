@@ -6,7 +6,11 @@
 // distinct parameters may hold different values, so CSE must keep both chains there.
 
 import { describe, expect, it } from "vitest";
+import { compile } from "../../compiler/index.ts";
+import { INTERNALS, type Internals } from "../../compiler/compile.ts";
+import type { Module } from "../../ir/module.ts";
 import { parseHlo } from "../../ir/parse.ts";
+import { ops, type Tensor } from "../../index.ts";
 import { CSE } from "../../passes/cse.ts";
 import { DCE } from "../../passes/dce.ts";
 
@@ -69,5 +73,34 @@ describe("cse on RoPE frequencies computed for q and for k", () => {
     expect(count(text, "cosine")).toBe(2);
     // What does not depend on the scalars is still shared.
     expect(count(text, "iota")).toBe(1);
+  });
+});
+
+describe("compile() of a block that computes the RoPE frequencies for q and for k", () => {
+  // Each call of freqs() traces its own chain over its own JS numbers (headDim, -log(base)):
+  // a static program reads equal scalars as one parameter (compiler/build.ts), so CSE merges
+  // the chains and one frequency computation is left.
+  const freqs = (headDim: number, base: number) =>
+    ops.arange(0, headDim, 2, "float32").div(headDim).mul(-Math.log(base)).exp()
+      .reshape(1, headDim / 2).mul(ops.arange(0, 4, 1, "float32").reshape(4, 1));
+  const block = (q: Tensor, k: Tensor) =>
+    q.mul(freqs(8, 10000).cos()).add(k.mul(freqs(8, 10000).sin())).sum(-1);
+  const opcodes = (m: Module) => m.computations.flatMap((c) => c.instructions.map((i) => i.opcode));
+
+  it("leaves one exponential, and the values of eager mode", () => {
+    const q = ops.arange(0, 16, 1, "float32").reshape(4, 4);
+    const k = q.mul(0.5);
+    const fast = compile(block, { backend: "js" });
+    expect(fast(q, k).toArray()).toEqual(block(q, k).toArray());
+    const internals = (fast as unknown as { [INTERNALS]: Internals })[INTERNALS];
+    const exe = internals.entries()[0]!.exe!;
+    expect(opcodes(exe.module).filter((o) => o === "exponential").length).toBe(1);
+    // Different numbers stay apart.
+    const two = (q2: Tensor, k2: Tensor) =>
+      q2.mul(freqs(8, 10000).cos()).add(k2.mul(freqs(8, 500).sin())).sum(-1);
+    const fast2 = compile(two, { backend: "js" });
+    expect(fast2(q, k).toArray()).toEqual(two(q, k).toArray());
+    const exe2 = (fast2 as unknown as { [INTERNALS]: Internals })[INTERNALS].entries()[0]!.exe!;
+    expect(opcodes(exe2.module).filter((o) => o === "exponential").length).toBe(2);
   });
 });
