@@ -35,6 +35,7 @@ import {
   ELEMENT_TYPES,
   type ElementType,
   isElementType,
+  MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
   tupleShape,
@@ -150,7 +151,6 @@ const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
 const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
 const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
 const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
-const MAX_DEPTH = 200;
 /** The largest finite value of each float type, for the out-of-range message. */
 const FLOAT_MAX = { f32: 3.4028234663852886e38, f16: 65504, bf16: 3.3895313892515355e38 };
 
@@ -477,8 +477,14 @@ class Parser {
   shape(depth = 0): Shape {
     this.ws();
     const start = this.pos;
-    if (depth > MAX_DEPTH) throw this.error(start, "expected a shape, got tuples nested too deep");
     if (this.text[start] === "(") {
+      if (depth >= MAX_TUPLE_DEPTH) {
+        throw this.error(
+          start,
+          `expected a shape, got tuples nested deeper than ${MAX_TUPLE_DEPTH} ` +
+            `(the limit on tuple nesting)`,
+        );
+      }
       this.pos++;
       const elements: Shape[] = [];
       if (this.eat(")")) return tupleShape(elements);
