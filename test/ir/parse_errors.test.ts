@@ -477,7 +477,9 @@ describe("malformed HLO text", () => {
     expect(value("f32", "-inf")).toBe(-Infinity);
     expect(value("f16", "inf")).toBe(Infinity);
     expect(value("bf16", "nan")).toBeNaN();
-    expect(() => parseLiteralText("f16", [2], "{inf, 65536}")).toThrow(/got '65536' \(out of range/);
+    expect(() => parseLiteralText("f16", [2], "{inf, 65536}")).toThrow(
+      /got '65536' \(out of range/,
+    );
   });
 
   it("parseShape and parseLiteralText fail with ParseError too", () => {
