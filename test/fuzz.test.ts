@@ -68,7 +68,7 @@ describe("the fuzz battery, seed " + SEED, () => {
         seed: SEED,
         budget: BUDGET[category],
         categories: [category],
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         ...(backends ? { backends } : {}),
       });
       expectClean(report!);
