@@ -27,10 +27,12 @@ import {
   arrayShape,
   type ArrayShape,
   type ElementType,
+  MAX_TUPLE_DEPTH,
   scalarShape,
   type Shape,
   shapesEqual,
   shapeToString,
+  tupleDepth,
 } from "./shape.ts";
 import { bitcastConvertShape, inferShape } from "./shape_inference.ts";
 import { verifyModule } from "./verify.ts";
@@ -178,7 +180,11 @@ export class ComputationBuilder {
         fail(`called computation '${c.name}' belongs to another module`);
       }
     }
+    // Checked first: the shape rules and the proto form recurse into nested tuples.
+    const tooDeep = `its shape nests tuples deeper than ${MAX_TUPLE_DEPTH} (the limit on nesting)`;
+    if (declared !== undefined && tupleDepth(declared) > MAX_TUPLE_DEPTH) fail(tooDeep);
     const inferred = inferShape(opcode, shapes, attrs, called, declared);
+    if (tupleDepth(inferred) > MAX_TUPLE_DEPTH) fail(tooDeep);
     if (declared !== undefined && !shapesEqual(inferred, declared)) {
       fail(
         `the declared shape ${shapeToString(declared, false)} differs from the inferred ` +

@@ -35,6 +35,7 @@ import {
   ELEMENT_TYPES,
   type ElementType,
   isElementType,
+  MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
   tupleShape,
@@ -150,7 +151,8 @@ const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
 const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
 const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
 const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
-const MAX_DEPTH = 200;
+/** The largest finite value of each float type, for the out-of-range message. */
+const FLOAT_MAX = { f32: 3.4028234663852886e38, f16: 65504, bf16: 3.3895313892515355e38 };
 
 const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
 const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
@@ -475,8 +477,14 @@ class Parser {
   shape(depth = 0): Shape {
     this.ws();
     const start = this.pos;
-    if (depth > MAX_DEPTH) throw this.error(start, "expected a shape, got tuples nested too deep");
     if (this.text[start] === "(") {
+      if (depth >= MAX_TUPLE_DEPTH) {
+        throw this.error(
+          start,
+          `expected a shape, got tuples nested deeper than ${MAX_TUPLE_DEPTH} ` +
+            `(the limit on tuple nesting)`,
+        );
+      }
       this.pos++;
       const elements: Shape[] = [];
       if (this.eat(")")) return tupleShape(elements);
@@ -647,15 +655,29 @@ class Parser {
       token = f;
       const body = f.replace(/^[-+]/, "");
       const neg = f.startsWith("-");
-      value = body === "inf" ? (neg ? -Infinity : Infinity) : body === "nan" ? NaN : Number(f);
+      if (body === "inf" || body === "nan") {
+        this.pos = start + token.length;
+        return toStored(type, body === "nan" ? NaN : neg ? -Infinity : Infinity);
+      }
+      value = Number(f);
     }
+    let v: number | bigint;
     try {
-      const v = toStored(type, value);
-      this.pos = start + token.length;
-      return v;
+      v = toStored(type, value);
     } catch (e) {
       throw this.error(start, `expected a value that fits ${type}, got '${token}' (${message(e)})`);
     }
+    // As XLA's parser: a finite number is rounded to the type (so 65519 is f16's 65504), and
+    // one that rounds to infinity is out of range; only `inf` and `nan` spell non-finite values.
+    if (typeof v === "number" && !Number.isFinite(v)) {
+      throw this.error(
+        start,
+        `expected a value that fits ${type}, got '${token}' (out of range: the largest finite ` +
+          `${type} is ${FLOAT_MAX[type as "f32" | "f16" | "bf16"]}; write inf for infinity)`,
+      );
+    }
+    this.pos = start + token.length;
+    return v;
   }
 
   // -- attributes --

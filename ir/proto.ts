@@ -6,7 +6,15 @@
 // program shapes. Reading is defensive: whatever the bytes, moduleFromProto returns a Module or
 // throws a ProtoError that names the computation, instruction and field at fault.
 
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescField,
+  type DescMessage,
+  fromBinary,
+  ScalarType,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import type {
   ComparisonDirection,
   ComparisonType,
@@ -37,6 +45,7 @@ import { computationPrintOrder, instructionPrintOrder } from "./print.ts";
 import {
   type ArrayShape,
   type ElementType,
+  MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
   ELEMENT_TYPES,
@@ -279,11 +288,14 @@ function i32(v: number, what: string): number {
   return v;
 }
 
-function shapeToProto(shape: Shape, what: string): ShapeProto {
+function shapeToProto(shape: Shape, what: string, depth = 0): ShapeProto {
   if (shape.kind === "tuple") {
+    if (depth >= MAX_TUPLE_DEPTH) throw new ProtoError(tooDeep(what));
     return create(ShapeProtoSchema, {
       elementType: PrimitiveType.TUPLE,
-      tupleShapes: shape.elements.map((e, k) => shapeToProto(e, `${what} element ${k}`)),
+      tupleShapes: shape.elements.map((e, k) =>
+        shapeToProto(e, `${what} element ${k}`, depth + 1),
+      ),
     });
   }
   const p = create(ShapeProtoSchema, {
@@ -515,11 +527,187 @@ export function moduleFromProto(bytes: Uint8Array): Module {
   }
   let msg: HloModuleProto;
   try {
-    msg = fromBinary(HloModuleProtoSchema, bytes);
+    msg = fromBinary(HloModuleProtoSchema, bytes, { recursionLimit: PROTO_RECURSION_LIMIT });
   } catch (e) {
-    throw new ProtoError(`cannot decode HloModuleProto (${bytes.length} bytes): ${errText(e)}`);
+    // The decoder's errors say what (`premature EOF`) but not where: find where by walking the
+    // wire format again. Only on this error path, so valid bytes are read once.
+    const where = locateWireError(bytes);
+    const detail = where ?? errText(e);
+    throw new ProtoError(`cannot decode HloModuleProto (${bytes.length} bytes): ${detail}`);
   }
   return moduleFromMessage(msg);
+}
+
+/**
+ * The decoder's nesting limit. The deepest message a valid module holds is the LayoutProto of
+ * the innermost array in a tuple shape nested MAX_TUPLE_DEPTH deep inside an instruction:
+ * HloModuleProto > HloComputationProto > HloInstructionProto > ShapeProto (depth 4) > ... >
+ * ShapeProto (4 + MAX_TUPLE_DEPTH) > LayoutProto. So what the parser and the builder accept
+ * can always be read back, and nothing deeper can exhaust the stack.
+ */
+export const PROTO_RECURSION_LIMIT = MAX_TUPLE_DEPTH + 5;
+
+/**
+ * Walks `bytes` as the decoder reads them (a known field by its type, whatever its wire type;
+ * an unknown one skipped by its wire type) and describes the first problem: the byte offset, the
+ * message being decoded and the field path to it. Undefined when the walk finds nothing wrong
+ * (the decoder failed on something the walk does not check).
+ */
+export function locateWireError(bytes: Uint8Array): string | undefined {
+  const reader = new BinaryReader(bytes);
+  type Walk = (desc: DescMessage, end: number, depth: number, path: string[]) => string | undefined;
+  const walk: Walk = (desc, end, depth, path) => {
+    const name = desc.typeName.replace(/^xla\./, "");
+    const at = (pos: number, what: string) =>
+      `at byte ${pos}, in ${name}${path.length === 0 ? "" : ` (${pathText(path)})`}: ${what}`;
+    if (depth > PROTO_RECURSION_LIMIT) {
+      return at(
+        reader.pos,
+        `messages nest deeper than ${PROTO_RECURSION_LIMIT} (tuple shapes may nest at most ` +
+          `${MAX_TUPLE_DEPTH} deep)`,
+      );
+    }
+    const counts = new Map<number, number>();
+    while (reader.pos < end) {
+      const start = reader.pos;
+      let no: number;
+      let wt: WireType;
+      try {
+        [no, wt] = reader.tag();
+      } catch (e) {
+        return at(start, errText(e));
+      }
+      const field = desc.fields.find((f) => f.number === no);
+      const k = counts.get(no) ?? 0;
+      counts.set(no, k + 1);
+      const label = field ? `field ${field.name}` : `field #${no}`;
+      /** A length prefix, checked against the end of the enclosing message. */
+      const span = (): number => {
+        const len = reader.uint32();
+        if (reader.pos + len > end) {
+          throw new RangeError(
+            `is ${len} bytes long but only ${end - reader.pos} remain (premature EOF)`,
+          );
+        }
+        return reader.pos + len;
+      };
+      try {
+        const kind = field === undefined ? undefined : readKind(field, wt);
+        if (kind === undefined) {
+          reader.skip(wt, no);
+        } else if (kind.kind === "message") {
+          const stop = span();
+          const step = field!.fieldKind === "list" ? `${field!.name}[${k}]` : field!.name;
+          const problem = walk(kind.desc, stop, depth + 1, [...path, step]);
+          if (problem !== undefined) return problem;
+          reader.pos = stop;
+        } else if (kind.kind === "packed") {
+          const stop = span();
+          while (reader.pos < stop) readScalar(reader, bytes, kind.scalar);
+          if (reader.pos !== stop) {
+            return at(start, `${label} (packed): its last value runs past the field's end`);
+          }
+        } else {
+          readScalar(reader, bytes, kind.scalar, span);
+        }
+      } catch (e) {
+        const text = errText(e);
+        return at(start, `${label}${text.startsWith("is ") ? " " : ": "}${text}`);
+      }
+      if (reader.pos > end) {
+        return at(start, `${label} runs past the end of the message (premature EOF)`);
+      }
+    }
+    return undefined;
+  };
+  return walk(HloModuleProtoSchema, bytes.length, 1, []);
+}
+
+/** `a.b[0].c`, with a run of one repeated step written once with its count. */
+function pathText(path: readonly string[]): string {
+  const out: string[] = [];
+  for (let k = 0; k < path.length; ) {
+    let n = 1;
+    while (path[k + n] === path[k]) n++;
+    out.push(n > 2 ? `${path[k]} (x${n})` : path.slice(k, k + n).join("."));
+    k += n;
+  }
+  return out.join(".");
+}
+
+type ReadKind =
+  | { kind: "message"; desc: DescMessage }
+  | { kind: "packed"; scalar: ScalarType }
+  | { kind: "scalar"; scalar: ScalarType };
+
+/** How the decoder reads a known field arriving with wire type `wt` (it ignores the wire type). */
+function readKind(field: DescField, wt: WireType): ReadKind | undefined {
+  switch (field.fieldKind) {
+    case "message":
+      return { kind: "message", desc: field.message };
+    case "scalar":
+      return { kind: "scalar", scalar: field.scalar };
+    case "enum":
+      return { kind: "scalar", scalar: ScalarType.INT32 };
+    case "list": {
+      if (field.listKind === "message") return { kind: "message", desc: field.message };
+      const scalar = field.listKind === "enum" ? ScalarType.INT32 : field.scalar;
+      const packable = scalar !== ScalarType.STRING && scalar !== ScalarType.BYTES;
+      return wt === WireType.LengthDelimited && packable
+        ? { kind: "packed", scalar }
+        : { kind: "scalar", scalar };
+    }
+    case "map":
+      return undefined; // no map fields in the HLO subset; skipped by wire type
+  }
+}
+
+/** Reads one value as the decoder does; strings must be UTF-8 (the decoder checks too). */
+function readScalar(
+  reader: BinaryReader,
+  bytes: Uint8Array,
+  t: ScalarType,
+  span?: () => number,
+): void {
+  switch (t) {
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      reader.skip(WireType.Bit64, 0);
+      return;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      reader.skip(WireType.Bit32, 0);
+      return;
+    case ScalarType.STRING:
+    case ScalarType.BYTES: {
+      const from = reader.pos;
+      const stop = span ? span() : reader.uint32() + reader.pos;
+      if (stop > bytes.length) throw new RangeError("premature EOF");
+      const body = bytes.subarray(reader.pos, stop);
+      reader.pos = stop;
+      if (t === ScalarType.STRING) {
+        try {
+          utf8.decode(body);
+        } catch {
+          reader.pos = from;
+          throw new Error("is not valid UTF-8");
+        }
+      }
+      return;
+    }
+    case ScalarType.INT64:
+    case ScalarType.UINT64:
+    case ScalarType.SINT64:
+      reader.uint64(); // the decoder's 64-bit varint read: at most 10 bytes
+      return;
+    case ScalarType.BOOL:
+      reader.bool();
+      return;
+    default:
+      reader.uint32();
+  }
 }
 
 /** A module from an HloModuleProto message; see moduleFromProto. */
@@ -531,6 +719,10 @@ export function moduleFromMessage(msg: HloModuleProto): Module {
     // A check above missed a case: still report it as bad input, with what went wrong.
     throw new ProtoError(`module '${msg.name}': ${errText(e)}`);
   }
+}
+
+function tooDeep(what: string): string {
+  return `${what}: tuple shapes nest deeper than ${MAX_TUPLE_DEPTH} (the limit on tuple nesting)`;
 }
 
 function errText(e: unknown): string {
@@ -743,14 +935,15 @@ function primitiveName(t: number): string {
   return name !== undefined ? name : `#${t}`;
 }
 
-function shapeFromProto(p: ShapeProto, what: string): Shape {
+function shapeFromProto(p: ShapeProto, what: string, depth = 0): Shape {
   if (p.elementType === PrimitiveType.TUPLE) {
     if (p.dimensions.length > 0) {
       throw new ProtoError(`${what}: a tuple shape cannot have dimensions`);
     }
+    if (depth >= MAX_TUPLE_DEPTH) throw new ProtoError(tooDeep(what));
     return {
       kind: "tuple",
-      elements: p.tupleShapes.map((e, k) => shapeFromProto(e, `${what} element ${k}`)),
+      elements: p.tupleShapes.map((e, k) => shapeFromProto(e, `${what} element ${k}`, depth + 1)),
     };
   }
   const type = ELEMENT_TYPE_OF.get(p.elementType);

@@ -104,6 +104,34 @@ export function tupleShape(elements: readonly Shape[]): TupleShape {
   return { kind: "tuple", elements: [...elements] };
 }
 
+/**
+ * How deeply tuple shapes may nest: an array is depth 0, `(f32[])` depth 1. One limit for the
+ * parser, the builder, the verifier and both directions of the proto form, so that whatever one
+ * of them accepts the others do too (the proto decoder's recursion limit is derived from it).
+ */
+export const MAX_TUPLE_DEPTH = 200;
+
+/** The tuple nesting depth of `s` (0 for an array); stops counting past MAX_TUPLE_DEPTH + 1. */
+export function tupleDepth(s: Shape): number {
+  // Level by level, not recursively, and each shared sub-shape once: a shape built in code may
+  // nest arbitrarily deep, or reuse one tuple object many times.
+  let depth = 0;
+  let level = new Set<Shape>([s]);
+  while (depth <= MAX_TUPLE_DEPTH) {
+    const next = new Set<Shape>();
+    let anyTuple = false;
+    for (const e of level) {
+      if (e.kind !== "tuple") continue;
+      anyTuple = true;
+      for (const x of e.elements) next.add(x);
+    }
+    if (!anyTuple) break;
+    depth++;
+    level = next;
+  }
+  return depth;
+}
+
 export function isArray(s: Shape): s is ArrayShape {
   return s.kind === "array";
 }

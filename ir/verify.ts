@@ -9,7 +9,7 @@
 import { ShapeError, VerifyError } from "./errors.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
 import { OPCODE_INFO } from "./opcodes.ts";
-import { type Shape, shapesEqual, shapeToString } from "./shape.ts";
+import { MAX_TUPLE_DEPTH, type Shape, shapesEqual, shapeToString, tupleDepth } from "./shape.ts";
 import { inferShape } from "./shape_inference.ts";
 
 /** Throws a VerifyError at the first broken invariant of `module`. */
@@ -215,6 +215,14 @@ function checkCalled(c: Computation, instr: Instruction): void {
 }
 
 function checkShape(c: Computation, instr: Instruction): void {
+  // Before the shape rule, which recurses into nested tuples.
+  if (tupleDepth(instr.shape) > MAX_TUPLE_DEPTH) {
+    throw new VerifyError(
+      c.name,
+      instr.name,
+      `its shape nests tuples deeper than ${MAX_TUPLE_DEPTH} (the limit on nesting)`,
+    );
+  }
   let inferred: Shape;
   try {
     inferred = inferShape(

@@ -459,6 +459,18 @@ export const matmul = defineOp({
       const perm = [...Array.from({ length: nb }, (_, i) => i + 1), 0, nb + 1];
       r = b.transpose(d, perm);
     } else {
+      // Checked here, not by broadcastShapes, so the error names both operands' full shapes.
+      for (let j = 1; j <= Math.min(batchA.length, batchC.length); j++) {
+        const da = batchA[batchA.length - j]!;
+        const dc = batchC[batchC.length - j]!;
+        if (da !== dc && da !== 1 && dc !== 1) {
+          fail(
+            b,
+            `shapes ${shapes} cannot be multiplied: batch dims ${shapeString(batchA)} and ` +
+              `${shapeString(batchC)} cannot be broadcast (dim ${-j - 2}: ${da} vs ${dc})`,
+          );
+        }
+      }
       const batch = broadcastShapes(opName(b), batchA, batchC);
       const nb = batch.length;
       const l = broadcastTo(b, lhs, [...batch, n, k]);

@@ -175,6 +175,36 @@ const CASES: Case[] = [
     message: "expected a value that fits u8, got '256' (256 is out of range for u8 [0, 255])",
   },
   {
+    name: "constantF32Overflow",
+    text: M("  ROOT %c = f32[] constant(1e999)"),
+    at: [6, 28],
+    message:
+      "expected a value that fits f32, got '1e999' (out of range: the largest finite f32 is " +
+      "3.4028234663852886e+38; write inf for infinity)",
+  },
+  {
+    // Halfway between f32's max and 2^128 rounds to infinity, so it is out of range.
+    name: "constantF32JustOver",
+    text: M("  ROOT %c = f32[2] constant({1, 3.4028236e38})"),
+    at: [6, 33],
+    message: "expected a value that fits f32, got '3.4028236e38' (out of range",
+  },
+  {
+    // 65520 is halfway between f16's max 65504 and 65536: it rounds (to even) to infinity.
+    name: "constantF16Overflow",
+    text: M("  ROOT %c = f16[] constant(-65520)"),
+    at: [6, 28],
+    message:
+      "expected a value that fits f16, got '-65520' (out of range: the largest finite f16 " +
+      "is 65504",
+  },
+  {
+    name: "constantBF16Overflow",
+    text: M("  ROOT %c = bf16[] constant(1e100)"),
+    at: [6, 29],
+    message: "expected a value that fits bf16, got '1e100' (out of range",
+  },
+  {
     name: "constantFloatForInt",
     text: M("  ROOT %c = s32[] constant(1.5)"),
     at: [6, 28],
@@ -434,6 +464,22 @@ describe("malformed HLO text", () => {
     const e = parseError(M("  ROOT %c = f32[2] addd(%a, %b)"));
     expect(e.message).toContain("\n    ROOT %c = f32[2] addd(%a, %b)\n");
     expect(e.message).toContain(`\n  ${" ".repeat(e.column - 1)}^`);
+  });
+
+  it("float constants that round to a finite value, and inf/nan spelled out, are accepted", () => {
+    const value = (t: string, v: string) =>
+      Array.from(parseLiteralText(t as "f32", [], v).data as ArrayLike<number>)[0];
+    expect(value("f16", "65519")).toBe(65504);
+    expect(value("f16", "-65519.9")).toBe(-65504);
+    expect(value("f32", "3.4028235e38")).toBe(3.4028234663852886e38);
+    expect(value("bf16", "-65505")).toBe(-65536);
+    expect(value("f32", "1e-999")).toBe(0);
+    expect(value("f32", "-inf")).toBe(-Infinity);
+    expect(value("f16", "inf")).toBe(Infinity);
+    expect(value("bf16", "nan")).toBeNaN();
+    expect(() => parseLiteralText("f16", [2], "{inf, 65536}")).toThrow(
+      /got '65536' \(out of range/,
+    );
   });
 
   it("parseShape and parseLiteralText fail with ParseError too", () => {

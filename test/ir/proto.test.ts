@@ -5,7 +5,7 @@
 // with a ProtoError that names what is wrong, and no mutation of valid bytes gets past decoding
 // as any other kind of error (property test).
 
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Attributes } from "../../ir/attributes.ts";
@@ -13,7 +13,7 @@ import { ProtoError } from "../../ir/errors.ts";
 import { literal, literalsIdentical } from "../../ir/literal.ts";
 import { Module } from "../../ir/module.ts";
 import { OPCODES } from "../../ir/opcodes.ts";
-import { parseHlo } from "../../ir/parse.ts";
+import { parseHlo, parseShape } from "../../ir/parse.ts";
 import { printHlo } from "../../ir/print.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import {
@@ -21,7 +21,9 @@ import {
   moduleFromProto,
   moduleToMessage,
   moduleToProto,
+  PROTO_RECURSION_LIMIT,
 } from "../../ir/proto.ts";
+import { ModuleBuilder } from "../../ir/builder.ts";
 import {
   type HloInstructionProto,
   HloComputationProtoSchema,
@@ -47,7 +49,15 @@ import {
   WindowDimensionSchema,
   WindowSchema,
 } from "../../ir/proto/gen/xla_data_pb.ts";
-import { arrayShape, ELEMENT_TYPES, scalarShape, tupleShape } from "../../ir/shape.ts";
+import {
+  arrayShape,
+  ELEMENT_TYPES,
+  MAX_TUPLE_DEPTH,
+  scalarShape,
+  type Shape,
+  tupleDepth,
+  tupleShape,
+} from "../../ir/shape.ts";
 
 const CORPUS: Record<string, string> = {
   elementwise: `
@@ -1190,3 +1200,174 @@ ENTRY %main (a: f32[], b: f32[]) -> (f32[], f32[]) {
 `)));
   return msg.computations[0]!.instructions.find((i) => i.name === "t")!.shape!;
 }
+
+describe("decode errors name the message and the byte offset", () => {
+  it("a truncated encoding: the field, the message path and where it breaks", () => {
+    const bytes = baseBytes();
+    rejects(
+      bytes.subarray(0, 10),
+      new RegExp(
+        "^HLO proto: cannot decode HloModuleProto \\(10 bytes\\): at byte 6, in HloModuleProto: " +
+          "field entry_computation_name is \\d+ bytes long but only 2 remain \\(premature EOF\\)$",
+      ),
+    );
+    rejects(bytes.subarray(0, bytes.length - 1), /at byte \d+, in HloModuleProto: field \w+/);
+  });
+
+  it("an illegal tag deep inside: the nested message and its path", () => {
+    // A tag with field number 0 just inside the first instruction of the second computation.
+    const msg = fromBinary(HloModuleProtoSchema, baseBytes());
+    const name = msg.computations[1]!.instructions[0]!.name;
+    const bytes = moduleToProto(parseHlo(BASE));
+    const at = indexOfName(bytes, name);
+    // The name's tag (field 1, wire type 2) is two bytes before its text: make it field 0.
+    const bad = bytes.slice();
+    bad[at - 2] = 0x02;
+    rejects(
+      bad,
+      new RegExp(
+        `at byte ${at - 2}, in HloInstructionProto \\(computations\\[1\\]\\.instructions\\[0\\]\\): ` +
+          "illegal tag: field no 0 wire type 2",
+      ),
+    );
+  });
+
+  it("a string that is not UTF-8, and a length past the end of its message", () => {
+    const bytes = baseBytes();
+    const at = indexOfName(bytes, "neg");
+    const bad = bytes.slice();
+    bad[at] = 0xff;
+    rejects(
+      bad,
+      new RegExp(
+        `at byte ${at - 2}, in HloInstructionProto \\(computations\\[1\\]\\.instructions\\[2\\]\\): ` +
+          "field name is not valid UTF-8",
+      ),
+    );
+    const long = bytes.slice();
+    long[at - 1] = 0x7f; // the name's length: past the instruction's end
+    rejects(
+      long,
+      /in HloInstructionProto \(computations\[1\]\.instructions\[2\]\): field name is 127 bytes long but only \d+ remain/,
+    );
+  });
+
+  it("every located: 2000 random byte mutations of valid modules say where they break", () => {
+    let seed = 7;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    let undecodable = 0;
+    for (const text of [BASE, ...Object.values(CORPUS)]) {
+      const bytes = moduleToProto(parseHlo(text));
+      for (let k = 0; k < 2000 / (Object.keys(CORPUS).length + 1); k++) {
+        const bad = bytes.slice();
+        for (let j = 0; j < 3; j++) bad[Math.floor(rnd() * bad.length)] = Math.floor(rnd() * 256);
+        try {
+          moduleFromProto(bad);
+        } catch (e) {
+          expect(e).toBeInstanceOf(ProtoError);
+          const m = (e as Error).message;
+          if (!m.includes("cannot decode")) continue;
+          undecodable++;
+          if (!/: at byte \d+, in \w+/.test(m)) throw new Error(m);
+        }
+      }
+    }
+    expect(undecodable).toBeGreaterThan(100);
+  });
+});
+
+/** The offset of the first occurrence of `name`'s UTF-8 bytes in `bytes`. */
+function indexOfName(bytes: Uint8Array, name: string): number {
+  const needle = new TextEncoder().encode(name);
+  for (let i = 0; i + needle.length <= bytes.length; i++) {
+    if (needle.every((b, j) => bytes[i + j] === b)) return i;
+  }
+  throw new Error(`test setup: '${name}' is not in the bytes`);
+}
+
+describe("tuple nesting: one limit for the parser, builder, verifier and both proto directions", () => {
+  const nested = (d: number): string => {
+    let s = "f32[2]{0}";
+    for (let k = 0; k < d; k++) s = `(${s})`;
+    return s;
+  };
+  const moduleText = (d: number) =>
+    `HloModule deep\n\nENTRY %main (p: ${nested(d)}) -> ${nested(d)} {\n` +
+    `  ROOT %p = ${nested(d)} parameter(0)\n}\n`;
+  const deepShape = (d: number) => parseShape(nested(Math.min(d, 200))) as Shape;
+  const wrap = (s: Shape, n: number) => {
+    for (let k = 0; k < n; k++) s = tupleShape([s]);
+    return s;
+  };
+
+  it(`MAX_TUPLE_DEPTH is ${MAX_TUPLE_DEPTH} and the decoder's limit covers it`, () => {
+    expect(MAX_TUPLE_DEPTH).toBe(200);
+    expect(PROTO_RECURSION_LIMIT).toBe(MAX_TUPLE_DEPTH + 5);
+  });
+
+  for (const d of [97, 100, 200]) {
+    it(`${d} deep: parses, verifies, and survives moduleToProto → moduleFromProto`, () => {
+      const m = parseHlo(moduleText(d));
+      verifyModule(m);
+      const back = moduleFromProto(moduleToProto(m));
+      verifyModule(back);
+      expect(printHlo(back)).toBe(printHlo(m));
+      expect(tupleDepth(back.entry.root.shape)).toBe(d);
+    });
+  }
+
+  it("201 deep: the parser names the limit", () => {
+    expect(() => parseHlo(moduleText(201))).toThrow(
+      /expected a shape, got tuples nested deeper than 200 \(the limit on tuple nesting\)/,
+    );
+    expect(() => parseShape(nested(201))).toThrow(/nested deeper than 200/);
+  });
+
+  it("201 deep: the builder names the limit, for a parameter and for a tuple op", () => {
+    const mb = new ModuleBuilder("deep");
+    expect(() => mb.entry("main", (b) => b.parameter(wrap(deepShape(200), 1)))).toThrow(
+      /parameter\(\): its shape nests tuples deeper than 200 \(the limit on nesting\)/,
+    );
+    const mb2 = new ModuleBuilder("deep2");
+    expect(() => mb2.entry("main", (b) => b.tuple([b.parameter(deepShape(200))]))).toThrow(
+      /tuple\(.*\): its shape nests tuples deeper than 200/,
+    );
+  });
+
+  it("201 deep, built by hand: the verifier and moduleToProto name the limit", () => {
+    // Thousands deep: the checks must not overflow the stack either.
+    for (const n of [1, 5000]) {
+      const m = new Module("deep");
+      const c = m.addComputation("main");
+      m.entry = c;
+      c.addInstruction({
+        opcode: "parameter",
+        shape: wrap(deepShape(200), n),
+        operands: [],
+        attrs: { parameterNumber: 0 },
+        called: [],
+      });
+      expect(() => verifyModule(m)).toThrow(
+        /verifier: %\S+ in main: its shape nests tuples deeper than 200 \(the limit on nesting\)/,
+      );
+      expect(() => moduleToProto(m)).toThrow(ProtoError);
+      expect(() => moduleToProto(m)).toThrow(/tuple shapes nest deeper than 200/);
+    }
+  });
+
+  it("201 deep in the bytes: moduleFromProto and moduleFromMessage name the limit", () => {
+    const msg = moduleToMessage(parseHlo(moduleText(200)));
+    const p = msg.computations[0]!.instructions[0]!;
+    p.shape = create(ShapeProtoSchema, { elementType: PrimitiveType.TUPLE, tupleShapes: [p.shape!] });
+    expect(() => moduleFromMessage(msg)).toThrow(/tuple shapes nest deeper than 200/);
+    // One level past what a valid module holds: the decoder's limit, in words.
+    rejects(
+      toBinary(HloModuleProtoSchema, msg),
+      new RegExp(
+        "at byte \\d+, in LayoutProto \\(computations\\[0\\]\\.instructions\\[0\\]\\.shape\\." +
+          "tuple_shapes\\[0\\] \\(x201\\)\\.layout\\): messages nest deeper than 205 " +
+          "\\(tuple shapes may nest at most 200 deep\\)",
+      ),
+    );
+  });
+});

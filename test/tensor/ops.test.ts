@@ -617,7 +617,12 @@ onEachBackend("matmul", () => {
       "matmul: expected both inputs to have the same dtype, got int32 and float32",
     );
     expect(() => matmul(t([2, 2, 3], 1), t([3, 3, 4], 2))).toThrow(
-      "matmul: shapes [2] and [3] cannot be broadcast (dim -1: 2 vs 3)",
+      "matmul: shapes [2,2,3] and [3,3,4] cannot be multiplied: batch dims [2] and [3] " +
+        "cannot be broadcast (dim -3: 2 vs 3)",
+    );
+    expect(() => matmul(t([5, 2, 2, 3], 1), t([4, 3, 2], 2))).toThrow(
+      "matmul: shapes [5,2,2,3] and [4,3,2] cannot be multiplied: batch dims [5,2] and [4] " +
+        "cannot be broadcast (dim -3: 2 vs 4)",
     );
   });
 });
