@@ -13,7 +13,7 @@
 // test/fuzz.test.ts runs a small fixed-seed slice of this in `npm test`.
 
 import { fork, type ChildProcess } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import {
   existsSync,
   mkdtempSync,
@@ -478,17 +478,26 @@ async function caseEagerMisuse(r: () => number, index: number): Promise<Result> 
   return { outcome: "accepted-wrong", detail: `misuse ${k} was accepted` };
 }
 
-/** Layout v1 of an entry file (runtime/cache_disk.ts), to recompute its SHA-256 as an attacker. */
-function resealV1(file: Buffer): Buffer {
-  if (file.subarray(0, 8).toString("latin1") !== "KILNPROG" || file.readUInt32LE(8) !== 1) {
+/**
+ * Layout 2 of an entry file (runtime/cache_disk.ts): "KILNPROG" | format u32 | key length u32 |
+ * key | body length u64 | body | HMAC-SHA256 (32). The attacker has no secret (it is 0600 in a
+ * 0700 directory), so it reseals as well as it can: the body length recomputed, and in the MAC's
+ * place the old MAC, a SHA-256 of everything before it, or an HMAC under a guessed key.
+ */
+const MAC_BYTES = 32;
+const bodyStart = (b: Buffer) => 16 + b.readUInt32LE(12) + 8;
+
+function reseal(file: Buffer, r: () => number): Buffer {
+  if (file.subarray(0, 8).toString("latin1") !== "KILNPROG" || file.readUInt32LE(8) !== 2) {
     return file;
   }
-  const keyLen = file.readUInt32LE(12);
-  const at = 16 + keyLen;
-  const body = file.subarray(at + 40);
+  const at = bodyStart(file);
   const out = Buffer.from(file);
-  out.writeBigUInt64LE(BigInt(body.length), at);
-  createHash("sha256").update(body).digest().copy(out, at + 8);
+  out.writeBigUInt64LE(BigInt(file.length - at - MAC_BYTES), at - 8);
+  const signed = out.subarray(0, out.length - MAC_BYTES);
+  const how = Math.floor(r() * 3);
+  if (how === 1) createHash("sha256").update(signed).digest().copy(out, signed.length);
+  if (how === 2) createHmac("sha256", Buffer.alloc(32)).update(signed).digest().copy(out, signed.length);
   return out;
 }
 
@@ -521,7 +530,7 @@ async function caseCacheTamper(r: () => number, index: number): Promise<Result> 
     const original = readFileSync(addPath);
     let tampered: Buffer;
     if (kind === 0) {
-      // Planted code before the generated source, lengths and SHA-256 recomputed.
+      // Planted code before the generated source, lengths recomputed, resealed.
       const source = (add.executable as { source?: string }).source ?? "";
       const src = Buffer.from(source);
       const at = original.indexOf(src);
@@ -535,31 +544,31 @@ async function caseCacheTamper(r: () => number, index: number): Promise<Result> 
       if (payload >= 0 && tampered.readUInt32LE(payload + 24) === src.length) {
         tampered.writeUInt32LE(src.length + plant.length, payload + 24);
       }
-      tampered = resealV1(tampered);
+      tampered = reseal(tampered, r);
     } else if (kind === 1) {
-      // The subtract entry's body under add's name and key (hashes recomputed).
+      // The subtract entry's body and MAC under add's name and key (resealed, or as it was).
       const sub = readFileSync(join(dir, subFile));
-      const keyLen = (b: Buffer) => 16 + b.readUInt32LE(12) + 40;
-      tampered = resealV1(
-        Buffer.concat([original.subarray(0, keyLen(original)), sub.subarray(keyLen(sub))]),
-      );
+      const swapped = Buffer.concat([original.subarray(0, bodyStart(original)),
+        sub.subarray(bodyStart(sub))]);
+      tampered = r() < 0.25 ? swapped : reseal(swapped, r);
     } else if (kind === 2) {
       // Random bytes as the stored module proto (the body: module length u32, module, payload).
-      const head = 16 + original.readUInt32LE(12) + 40;
+      const head = bodyStart(original);
       const len = original.readUInt32LE(head);
       const junk = Buffer.from(Array.from({ length: 16 + Math.floor(r() * 64) }, () => r() * 256));
       const lenBytes = Buffer.alloc(4);
       lenBytes.writeUInt32LE(junk.length);
-      tampered = resealV1(
+      tampered = reseal(
         Buffer.concat([
           original.subarray(0, head),
           lenBytes,
           junk,
           original.subarray(head + 4 + len),
         ]),
+        r,
       );
     } else {
-      tampered = resealV1(Buffer.from(mutateBytes(original, r)));
+      tampered = reseal(Buffer.from(mutateBytes(original, r)), r);
     }
     if (tampered.equals(original)) return ok("the mutation changed nothing");
     writeFileSync(addPath, tampered);
