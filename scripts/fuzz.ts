@@ -488,10 +488,12 @@ const MAC_BYTES = 32;
 const bodyStart = (b: Buffer) => 16 + b.readUInt32LE(12) + 8;
 
 function reseal(file: Buffer, r: () => number): Buffer {
+  if (file.length < 16) return file;
   if (file.subarray(0, 8).toString("latin1") !== "KILNPROG" || file.readUInt32LE(8) !== 2) {
     return file;
   }
   const at = bodyStart(file);
+  if (file.length < at + MAC_BYTES) return file; // truncated by the mutation: left as it is
   const out = Buffer.from(file);
   out.writeBigUInt64LE(BigInt(file.length - at - MAC_BYTES), at - 8);
   const signed = out.subarray(0, out.length - MAC_BYTES);
