@@ -138,9 +138,14 @@ function nodeData(i: Instruction, root: string): GraphNode {
   };
 }
 
-/** The structure of a fusion body for block matching: opcodes and shapes, names left out. */
+/**
+ * The structure of a fusion body for block matching: its opcodes and shapes as a sorted list,
+ * names left out. Sorted because a fusion numbers its parameters, and places the instructions
+ * that read them, in the order it met its operands, which differs between copies when the first
+ * meets a value shared by all of them (one scalar parameter read by every step) elsewhere.
+ */
 function bodyShapeKey(c: Computation): string {
-  return c.instructions.map((i) => `${i.opcode}:${shapeText(i)}`).join(";");
+  return c.instructions.map((i) => `${i.opcode}:${shapeText(i)}`).sort().join(";");
 }
 
 /** Opcodes that only view or retype their operand (a weight's slice, a broadcast constant). */
@@ -181,7 +186,8 @@ export function findRepeats(c: Computation): Instruction[][][] {
   });
   const pos = new Map<Instruction, number>();
   seq.forEach((i, k) => pos.set(i, k));
-  // The internal edges of the copy starting at `s` (operand offsets inside the copy).
+  // The internal edges of the copy starting at `s` (operand offsets inside the copy, as a
+  // sorted list per instruction: a fusion's operand order follows the order it met them in).
   const shape = (s: number, p: number): string =>
     seq
       .slice(s, s + p)
@@ -191,6 +197,7 @@ export function findRepeats(c: Computation): Instruction[][][] {
             const q = pos.get(o);
             return q !== undefined && q >= s && q < s + p ? String(q - s) : "x";
           })
+          .sort()
           .join(","),
       )
       .join(";");
