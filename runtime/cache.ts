@@ -17,7 +17,7 @@ import { fingerprint } from "../ir/fingerprint.ts";
 import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
 import { log } from "../util/log.ts";
-import { type Backend, type Executable, getBackend } from "./backend.ts";
+import { type Backend, type CompileHints, type Executable, getBackend } from "./backend.ts";
 import {
   DISCARD_REASONS,
   type DiscardReason,
@@ -31,6 +31,13 @@ import {
   type ProgramKey,
   type ReadResult,
 } from "./cache_disk.ts";
+import {
+  CompileNeverError,
+  compileMode,
+  nearestCached,
+  noteProgramRequest,
+  type ProgramOrigin,
+} from "./cache_stats.ts";
 
 export { DISCARD_REASONS, FORMAT_VERSION };
 export type { DiscardReason, DiskEntry, ProgramKey };
@@ -152,6 +159,16 @@ export interface ProgramCacheOptions {
 }
 
 export type CacheHit = "memory" | "disk" | "miss";
+
+/** How one getOrCompile request is served and reported. */
+export interface RequestOptions {
+  /** Passed to the backend's compile (eager one-op programs say so). */
+  readonly hints?: CompileHints;
+  /** Keep the executable in this cache's memory (default true; eager ops keep their own). */
+  readonly memory?: boolean;
+  /** Who asks, for cacheStats() and the cache-only mode's error (default: a plain program). */
+  readonly origin?: ProgramOrigin;
+}
 
 export interface CacheResult {
   readonly executable: Executable;
@@ -277,34 +294,43 @@ export class ProgramCache {
     backend: Backend | string,
     options: CacheKeyOptions = {},
     prepare?: (module: Module) => Module,
+    request: RequestOptions = {},
   ): CacheResult {
     const b = typeof backend === "string" ? getBackend(backend) : backend;
     const key = this.keyFor(module, b, options);
     const text = keyText(key);
+    const origin = request.origin ?? { kind: "program", source: module.name };
+    // Read on every request, so a bad KILN_COMPILE fails at once, not at the first miss.
+    const mode = compileMode();
+    const memory = this.useMemory && request.memory !== false;
 
-    const inMemory = this.useMemory ? this.memoryMap.get(text) : undefined;
+    const inMemory = memory ? this.memoryMap.get(text) : undefined;
     if (inMemory) {
       this.memoryMap.delete(text);
       this.memoryMap.set(text, inMemory);
       this.counters.memoryHits++;
       log("cache", () => `hit memory ${describeKey(key)}`);
+      noteProgramRequest(text, inMemory, origin, "memory");
       return { executable: inMemory, hit: "memory", key: text };
     }
 
     const fromDisk = this.loadFromDisk(key, b, module);
     if (fromDisk) {
-      this.remember(text, fromDisk);
+      if (memory) this.remember(text, fromDisk);
       this.counters.diskHits++;
+      noteProgramRequest(text, fromDisk, origin, "disk");
       return { executable: fromDisk, hit: "disk", key: text };
     }
 
+    if (mode === "never") throw new CompileNeverError(text, origin, nearestCached(origin));
     this.counters.misses++;
     const t0 = performance.now();
-    const exe = b.compile(prepare ? prepare(module) : module);
+    const exe = b.compile(prepare ? prepare(module) : module, request.hints);
     const ms = performance.now() - t0;
     log("cache", () => `miss ${describeKey(key)}: compiled in ${ms.toFixed(1)} ms`);
-    this.remember(text, exe);
+    if (memory) this.remember(text, exe);
     this.saveToDisk(key, b, exe, module);
+    noteProgramRequest(text, exe, origin, "compile", ms);
     return { executable: exe, hit: "miss", key: text };
   }
 

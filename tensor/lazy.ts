@@ -26,6 +26,7 @@ import {
   getBackend,
   type Executable,
   interpreterBackend,
+  noteExecutableHit,
   type ProgramCache,
   single,
   UnsupportedError,
@@ -425,12 +426,14 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
   const backend = getBackend(options.backend ?? eagerBackendName()).name;
   const useMemo = options.cache !== false;
   const compileOpts = { pipeline: options.pipeline, optimize: true };
+  const origin = { kind: "lazy", source: describePlan(p) } as const;
   const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|${p.key}`;
   if (useMemo) {
     const exe = memo.get(memoKey);
     if (exe) {
       memo.delete(memoKey);
       memo.set(memoKey, exe);
+      noteExecutableHit(exe, "memory");
       return { exe, hit: "graph" };
     }
   }
@@ -438,12 +441,18 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
   const cache = options.cache;
   let r: CompileResult;
   try {
-    r = compileModule(module, { ...compileOpts, backend, ...(cache !== undefined && { cache }) });
+    r = compileModule(module, {
+      ...compileOpts,
+      origin,
+      backend,
+      ...(cache !== undefined && { cache }),
+    });
   } catch (e) {
     if (!(e instanceof UnsupportedError) || backend === interpreterBackend.name) throw e;
     log("lazy", () => `graph falls back to the interpreter: ${e.message}`);
     r = compileModule(module, {
       ...compileOpts,
+      origin,
       backend: interpreterBackend.name,
       ...(cache !== undefined && { cache }),
     });

@@ -1,0 +1,210 @@
+// cacheStats() and the cache-only mode: counts for an eager op run twice, a compiled function
+// over two sizes of one bucket (a shape-dynamic hit), a disk hit in a fresh process; and the
+// demo-like flow — warm a disk cache up in one process, rerun in another with
+// KILN_COMPILE=never (nothing compiles, it passes), then a size outside the buckets and an
+// eager shape never seen (each fails, naming the key and the nearest cached entry).
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  cacheStats,
+  compile,
+  CompileNeverError,
+  compileMode,
+  exp,
+  lazy,
+  resetCacheStats,
+  setCompileMode,
+  type CacheStatistics,
+  type Tensor,
+  tensor,
+} from "../../index.ts";
+import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+import { resetOpCache, setEagerBackend } from "../../tensor/dispatch.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repoRoot = join(here, "..", "..");
+const worker = join(here, "fixtures", "cache_only_worker.ts");
+
+const filled = (rows: number, cols: number): Tensor =>
+  tensor(Array.from({ length: rows }, (_, r) => Array.from({ length: cols }, (_, c) => r * c)));
+
+let dir: string;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "kiln-stats-"));
+  setDefaultProgramCache(new ProgramCache({ disk: join(dir, "programs") }));
+  setEagerBackend("js");
+  resetOpCache();
+  resetCacheStats();
+});
+
+afterEach(() => {
+  setCompileMode(undefined);
+  setEagerBackend(undefined);
+  setDefaultProgramCache(undefined);
+  resetOpCache();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("cacheStats()", () => {
+  it("counts an eager op run twice: one compile, then one memory hit on the same entry", () => {
+    const x = filled(3, 5);
+    exp(x);
+    exp(x);
+    const s = cacheStats();
+    expect(s.byKind.eager).toMatchObject({
+      requests: 2,
+      compiles: 1,
+      hits: { memory: 1, disk: 0, shapeDynamic: 0 },
+    });
+    expect(s.byKind.eager.compileMs).toBeGreaterThan(0);
+    const mine = s.entries.filter((e) => e.source === "exp");
+    expect(mine).toHaveLength(1);
+    expect(mine[0]).toMatchObject({ kind: "eager", reads: 1, compiles: 1 });
+    expect(JSON.parse(mine[0]!.key)).toMatchObject({ backend: "js" });
+    // The totals add the kinds up.
+    expect(s.requests).toBe(s.compiles + s.hits.memory + s.hits.disk + s.hits.shapeDynamic);
+  });
+
+  it("counts a compiled function over two sizes of one bucket as a shape-dynamic hit", () => {
+    const fast = compile((ids: Tensor) => ids.mul(2).add(1).sum(1), {
+      dynamic: { ids: { 1: {} } },
+      cache: new ProgramCache({ disk: false }),
+    });
+    fast(filled(1, 5));
+    fast(filled(1, 7)); // the pow2 bucket (4, 8] holds both
+    const c = cacheStats().byKind.compiled;
+    expect(c).toMatchObject({ requests: 2, compiles: 1, hits: { shapeDynamic: 1, memory: 0 } });
+    const entry = cacheStats().entries.find((e) => e.kind === "compiled");
+    expect(entry).toMatchObject({ reads: 1, compiles: 1, hits: { shapeDynamic: 1 } });
+    // A third size in the bucket reads the same entry again; a static program's hit is memory.
+    fast(filled(1, 6));
+    expect(cacheStats().byKind.compiled.hits.shapeDynamic).toBe(2);
+  });
+
+  it("counts lazy regions: the second run of the same step is a memory hit", () => {
+    const step = () => lazy(() => filled(2, 3).mul(3).add(1).sum()).item();
+    step();
+    step();
+    expect(cacheStats().byKind.lazy).toMatchObject({ requests: 2, compiles: 1 });
+    expect(cacheStats().byKind.lazy.hits.memory).toBe(1);
+  });
+
+  it("resetCacheStats() zeroes the counters and forgets the entries", () => {
+    exp(filled(2, 2));
+    expect(cacheStats().requests).toBeGreaterThan(0);
+    resetCacheStats();
+    const s = cacheStats();
+    expect(s.requests).toBe(0);
+    expect(s.entries).toEqual([]);
+    exp(filled(2, 2)); // a hit on an entry from before the reset counts from zero
+    expect(cacheStats().entries.find((e) => e.source === "exp")).toMatchObject({ reads: 1 });
+  });
+});
+
+describe("cache-only mode in process", () => {
+  it("setCompileMode('never') makes an eager compile an error naming the nearest entry", () => {
+    exp(filled(3, 5));
+    setCompileMode("never");
+    exp(filled(3, 5)); // cached: fine
+    let err: unknown;
+    try {
+      exp(filled(3, 7));
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CompileNeverError);
+    const e = err as CompileNeverError;
+    expect(e.message).toMatch(
+      /^exp f32\[3,7\]: no cached program; nearest f32\[3,5\] \(dim 1: 7 vs 5\)/,
+    );
+    expect(e.message).toContain('setCompileMode("never")');
+    expect(e.key).toMatch(/"backend":"js"/);
+    expect(e.message).toContain(e.key);
+    expect(cacheStats().byKind.eager.compiles).toBe(1);
+  });
+
+  it("a compiled function's new size outside every bucket names the bucket bound", () => {
+    const fast = compile((ids: Tensor) => ids.mul(2).sum(1), {
+      dynamic: { ids: { 1: {} } },
+      cache: new ProgramCache({ disk: false }),
+    });
+    fast(filled(1, 5));
+    setCompileMode("never");
+    fast(filled(1, 6));
+    expect(() => fast(filled(1, 129))).toThrow(
+      /^compile\(.*\): no cached program; ids\.shape\[1\] 129 exceeds every cached bucket \(<=8\)/,
+    );
+  });
+
+  it("KILN_COMPILE values other than never (or unset) are errors naming the allowed values", () => {
+    expect(compileMode({})).toBe("auto");
+    expect(compileMode({ KILN_COMPILE: "" })).toBe("auto");
+    expect(compileMode({ KILN_COMPILE: "never" })).toBe("never");
+    expect(() => compileMode({ KILN_COMPILE: "always" })).toThrow(
+      /KILN_COMPILE=always is not a compile mode: set it to 'never' .* or leave it unset/,
+    );
+    // @ts-expect-error: a bad mode from untyped code
+    expect(() => setCompileMode("sometimes")).toThrow(/not a compile mode .*"never", "auto"/);
+  });
+});
+
+interface WorkerOut {
+  stats: CacheStatistics;
+  error?: { name: string; message: string };
+}
+
+function runWorker(cacheDir: string, args: string[], env: Record<string, string> = {}): WorkerOut {
+  const r = spawnSync(process.execPath, ["--import", "tsx", worker, ...args], {
+    cwd: repoRoot,
+    encoding: "utf8",
+    env: { ...process.env, KILN_CACHE_DIR: cacheDir, KILN_NATIVE: "0", ...env },
+    timeout: 120_000,
+  });
+  expect(r.status, r.stderr).toBe(0);
+  const line = r.stdout.trim().split("\n").at(-1)!;
+  return JSON.parse(line) as WorkerOut;
+}
+
+describe("across processes", () => {
+  it("warm up, then KILN_COMPILE=never passes from disk; new shapes fail with the message", () => {
+    const cacheDir = join(dir, "shared");
+    const warm = runWorker(cacheDir, ["5", "5", "6", "7"]);
+    expect(warm.error).toBeUndefined();
+    expect(warm.stats.compiles).toBeGreaterThan(0);
+    expect(warm.stats.byKind.compiled.hits.shapeDynamic).toBe(2);
+
+    // A fresh process: everything from disk, nothing compiled.
+    const again = runWorker(cacheDir, ["5", "5", "6", "7"], { KILN_COMPILE: "never" });
+    expect(again.error).toBeUndefined();
+    expect(again.stats.compiles).toBe(0);
+    expect(again.stats.hits.disk).toBe(warm.stats.compiles);
+    for (const kind of ["eager", "lazy", "compiled"] as const) {
+      expect(again.stats.byKind[kind].hits.disk).toBeGreaterThan(0);
+    }
+    expect(again.stats.byKind.compiled.hits.shapeDynamic).toBe(2);
+
+    const longer = runWorker(cacheDir, ["5", "5", "6", "129"], { KILN_COMPILE: "never" });
+    expect(longer.error?.name).toBe("CompileNeverError");
+    const message = longer.error?.message ?? "";
+    expect(message).toMatch(
+      /^compile\(step\): no cached program; ids\.shape\[1\] 129 exceeds every cached bucket/,
+    );
+    expect(message).toMatch(
+      /\(<=8\) \(cache-only mode, KILN_COMPILE=never: the program js [0-9a-f]{12} would compile;/,
+    );
+
+    const wider = runWorker(cacheDir, ["7", "5"], { KILN_COMPILE: "never" });
+    expect(wider.error?.message).toMatch(
+      /^exp f32\[3,7\]: no cached program; nearest f32\[3,5\] \(dim 1: 7 vs 5\)/,
+    );
+
+    const typo = runWorker(cacheDir, ["5", "5"], { KILN_COMPILE: "nevr" });
+    expect(typo.error?.message).toMatch(/^KILN_COMPILE=nevr is not a compile mode/);
+  });
+});
