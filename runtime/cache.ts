@@ -314,7 +314,14 @@ export class ProgramCache {
       return { executable: inMemory, hit: "memory", key: text };
     }
 
-    const fromDisk = this.loadFromDisk(key, b, module);
+    let fromDisk: Executable | undefined;
+    try {
+      fromDisk = this.loadFromDisk(key, b, module);
+    } catch (e) {
+      // Cache-only mode: the entry is good but loading it would build (native kernels).
+      if (!(e instanceof CompileNeverError)) throw e;
+      throw new CompileNeverError(text, origin, `its disk entry needs ${e.source}: ${e.nearest}`);
+    }
     if (fromDisk) {
       if (memory) this.remember(text, fromDisk);
       this.counters.diskHits++;
@@ -499,6 +506,8 @@ export class ProgramCache {
         exe = b.deserialize(moduleFromProto(r.moduleProto), r.payload);
       }
     } catch (e) {
+      // Not the entry's fault: it stays for a process that may build.
+      if (e instanceof CompileNeverError) throw e;
       // The bytes are what was written (the MAC matched), but this build cannot load them.
       this.discard(store, name, r.stat, "undecodable", errText(e));
       return undefined;

@@ -5,7 +5,7 @@
 // eager shape never seen (each fails, naming the key and the nearest cached entry).
 
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,11 +24,14 @@ import {
   tensor,
 } from "../../index.ts";
 import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+import { findCompiler } from "../../runtime/native/toolchain.ts";
 import { resetOpCache, setEagerBackend } from "../../tensor/dispatch.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "..", "..");
 const worker = join(here, "fixtures", "cache_only_worker.ts");
+const ci = process.env["CI"] !== undefined && !["", "0", "false"].includes(process.env["CI"]!);
+const haveCompiler = findCompiler().ok;
 
 const filled = (rows: number, cols: number): Tensor =>
   tensor(Array.from({ length: rows }, (_, r) => Array.from({ length: cols }, (_, c) => r * c)));
@@ -167,7 +170,11 @@ function runWorker(cacheDir: string, args: string[], env: Record<string, string>
     timeout: 120_000,
   });
   expect(r.status, r.stderr).toBe(0);
-  const line = r.stdout.trim().split("\n").at(-1)!;
+  return lastJson(r.stdout);
+}
+
+function lastJson(stdout: string): WorkerOut {
+  const line = stdout.trim().split("\n").at(-1)!;
   return JSON.parse(line) as WorkerOut;
 }
 
@@ -206,5 +213,35 @@ describe("across processes", () => {
 
     const typo = runWorker(cacheDir, ["5", "5"], { KILN_COMPILE: "nevr" });
     expect(typo.error?.message).toMatch(/^KILN_COMPILE=nevr is not a compile mode/);
+  });
+});
+
+describe.runIf(haveCompiler || ci)("cache-only mode on native", () => {
+  it("a cached program whose kernel library is gone fails, and its entry is kept", () => {
+    const cacheDir = join(dir, "native-run");
+    const native = { KILN_NATIVE: "1" };
+    const warm = runWorker(cacheDir, ["5", "5", "6"], native);
+    expect(warm.error).toBeUndefined();
+    expect(JSON.parse(warm.stats.entries[0]!.key)).toMatchObject({ backend: "native" });
+    const programs = () =>
+      readdirSync(join(cacheDir, "programs")).filter((n) => n.endsWith(".kprog"));
+    const before = programs();
+    // The kernel libraries (not the addon, not the probe's memo): the smaller .klib files
+    // besides those two, which every process needs and which are the first and largest.
+    const libs = join(cacheDir, "native");
+    const klibs = readdirSync(libs).filter((n) => n.endsWith(".klib"));
+    const sizes = klibs.map((n) => ({ n, bytes: statSync(join(libs, n)).size }));
+    const addon = sizes.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+    const probe = sizes.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+    const kernels = sizes.filter((s) => s !== addon && s !== probe);
+    expect(kernels.length).toBeGreaterThan(0);
+    for (const k of kernels) rmSync(join(libs, k.n));
+    const run = runWorker(cacheDir, ["5", "5", "6"], { ...native, KILN_COMPILE: "never" });
+    expect(run.error?.name).toBe("CompileNeverError");
+    expect(run.error?.message).toMatch(
+      /^exp f32\[3,5\]: no cached program; its disk entry needs a native kernel library: /,
+    );
+    expect(run.error?.message).toContain("the library is not in the native library cache");
+    expect(programs()).toEqual(before);
   });
 });
