@@ -245,3 +245,27 @@ describe.runIf(haveCompiler || ci)("cache-only mode on native", () => {
     expect(programs()).toEqual(before);
   });
 });
+
+describe("kiln cache info", () => {
+  it("prints the compile mode and this process's statistics, and a bad KILN_COMPILE", () => {
+    const kiln = (env: Record<string, string>, ...args: string[]) =>
+      spawnSync(process.execPath, ["cli/kiln.js", "cache", "info", ...args], {
+        cwd: repoRoot,
+        encoding: "utf8",
+        env: { ...process.env, KILN_CACHE_DIR: join(dir, "cli"), KILN_NATIVE: "0", ...env },
+        timeout: 120_000,
+      });
+    const text = kiln({ KILN_COMPILE: "never" });
+    expect(text.status, text.stderr).toBe(0);
+    expect(text.stdout).toContain("compile mode:  never (cache-only: any compile is an error)\n");
+    expect(text.stdout).toMatch(
+      /\nstatistics: {4}requests 0, hits 0 memory, 0 disk, 0 shape-dynamic, compiles 0 /,
+    );
+    const json = kiln({}, "--json");
+    const info = JSON.parse(json.stdout) as { stats: CacheStatistics };
+    expect(info.stats).toMatchObject({ requests: 0, compiles: 0, entries: [] });
+    expect(kiln({ KILN_COMPILE: "yes" }).stdout).toContain(
+      "compile mode:  invalid: KILN_COMPILE=yes is not a compile mode",
+    );
+  });
+});
