@@ -168,6 +168,11 @@ export interface RequestOptions {
   readonly memory?: boolean;
   /** Who asks, for cacheStats() and the cache-only mode's error (default: a plain program). */
   readonly origin?: ProgramOrigin;
+  /**
+   * Write a compiled program to disk later (once the current JS task ends, or at exit) rather
+   * than now: eager ops compile many small programs, each cheaper than a durable write.
+   */
+  readonly deferWrite?: boolean;
 }
 
 export interface CacheResult {
@@ -234,6 +239,10 @@ export class ProgramCache {
   private diskDisabled: string | undefined;
   private writesDisabled: string | undefined;
   private readonly memoryMap = new Map<string, Executable>();
+  private pendingWrites: { key: ProgramKey; backend: Backend; exe: Executable; module: Module }[] =
+    [];
+  private flushScheduled = false;
+  private exitHook = false;
   private readonly warned = new Set<string>();
   private readonly warn: (message: string) => void;
   private readonly counters: CacheStats = {
@@ -336,7 +345,8 @@ export class ProgramCache {
     const ms = performance.now() - t0;
     log("cache", () => `miss ${describeKey(key)}: compiled in ${ms.toFixed(1)} ms`);
     if (memory) this.remember(text, exe);
-    this.saveToDisk(key, b, exe, module);
+    if (request.deferWrite === true) this.deferSave(key, b, exe, module);
+    else this.saveToDisk(key, b, exe, module);
     noteProgramRequest(text, exe, origin, "compile", ms);
     return { executable: exe, hit: "miss", key: text };
   }
@@ -365,8 +375,32 @@ export class ProgramCache {
     return text;
   }
 
+  /** Writes the programs whose disk writes were deferred (`deferWrite`); returns how many. */
+  flushWrites(): number {
+    const batch = this.pendingWrites;
+    this.pendingWrites = [];
+    this.flushScheduled = false;
+    for (const w of batch) this.saveToDisk(w.key, w.backend, w.exe, w.module);
+    return batch.length;
+  }
+
+  private deferSave(key: ProgramKey, b: Backend, exe: Executable, module: Module): void {
+    if (!this.diskFor(b)) return;
+    this.pendingWrites.push({ key, backend: b, exe, module });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // After the current task (a synchronous loop of eager ops pays for its writes once it
+    // yields), and at exit for a process that never yields.
+    setImmediate(() => this.flushWrites()).unref();
+    if (!this.exitHook) {
+      this.exitHook = true;
+      process.once("exit", () => this.flushWrites());
+    }
+  }
+
   /** The disk entries, most recently used first, with any problem their header shows. */
   entries(): DiskEntry[] {
+    this.flushWrites();
     const store = this.usableStore();
     if (!store) return [];
     try {
@@ -379,6 +413,7 @@ export class ProgramCache {
 
   /** Empties memory and deletes this cache's entry files; returns how many of each went. */
   clear(): { memory: number; disk: number } {
+    this.pendingWrites = [];
     const memory = this.memoryMap.size;
     this.memoryMap.clear();
     let disk = 0;
@@ -395,6 +430,7 @@ export class ProgramCache {
   }
 
   info(): CacheInfo {
+    this.flushWrites();
     let usage = { entries: 0, bytes: 0 };
     const store = this.usableStore();
     if (store) {

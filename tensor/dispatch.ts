@@ -376,6 +376,7 @@ function compile(
   const request = {
     hints: { purpose: "eager" } as const,
     memory: false,
+    deferWrite: true,
     origin: {
       kind: "eager",
       source: op.name,

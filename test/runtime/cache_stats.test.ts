@@ -37,10 +37,12 @@ const filled = (rows: number, cols: number): Tensor =>
   tensor(Array.from({ length: rows }, (_, r) => Array.from({ length: cols }, (_, c) => r * c)));
 
 let dir: string;
+let programs: ProgramCache;
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), "kiln-stats-"));
-  setDefaultProgramCache(new ProgramCache({ disk: join(dir, "programs") }));
+  programs = new ProgramCache({ disk: join(dir, "programs") });
+  setDefaultProgramCache(programs);
   setEagerBackend("js");
   resetOpCache();
   resetCacheStats();
@@ -96,6 +98,24 @@ describe("cacheStats()", () => {
     step();
     expect(cacheStats().byKind.lazy).toMatchObject({ requests: 2, compiles: 1 });
     expect(cacheStats().byKind.lazy.hits.memory).toBe(1);
+  });
+
+  it("writes an eager op's program to disk after the task, and a new cache reads it", () => {
+    const kprogs = () =>
+      readdirSync(join(dir, "programs")).filter((n) => n.endsWith(".kprog")).length;
+    exp(filled(2, 9));
+    expect(kprogs()).toBe(0); // deferred: a loop of new shapes pays no write per op
+    expect(programs.flushWrites()).toBe(1);
+    expect(kprogs()).toBe(1);
+    setDefaultProgramCache(new ProgramCache({ disk: join(dir, "programs") }));
+    resetOpCache();
+    resetCacheStats();
+    exp(filled(2, 9));
+    expect(cacheStats().byKind.eager).toMatchObject({
+      requests: 1,
+      compiles: 0,
+      hits: { disk: 1 },
+    });
   });
 
   it("resetCacheStats() zeroes the counters and forgets the entries", () => {
