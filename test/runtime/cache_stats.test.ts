@@ -236,6 +236,26 @@ describe("across processes", () => {
   });
 });
 
+describe("the demo", () => {
+  it("after one warm-up run, a KILN_COMPILE=never run of examples/demo.ts passes", () => {
+    const demo = (env: Record<string, string>) =>
+      spawnSync(process.execPath, ["--import", "tsx", "examples/demo.ts"], {
+        cwd: repoRoot,
+        encoding: "utf8",
+        env: { ...process.env, KILN_CACHE_DIR: join(dir, "demo"), KILN_NATIVE: "0", ...env },
+        timeout: 180_000,
+      });
+    const warm = demo({});
+    expect(warm.status, warm.stderr).toBe(0);
+    const again = demo({ KILN_COMPILE: "never" });
+    expect(again.stderr).not.toContain("CompileNeverError");
+    expect(again.status, again.stderr).toBe(0);
+    const tokens = (out: string) => out.split("\n").find((l) => l.startsWith("tokens: "));
+    expect(tokens(warm.stdout)).toMatch(/^tokens: \[/);
+    expect(tokens(again.stdout)).toBe(tokens(warm.stdout));
+  });
+});
+
 describe.runIf(haveCompiler || ci)("cache-only mode on native", () => {
   it("a cached program whose kernel library is gone fails, and its entry is kept", () => {
     const cacheDir = join(dir, "native-run");
