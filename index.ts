@@ -39,3 +39,18 @@ export {
   type DynamicOption,
   type DynamicSpec,
 } from "./compiler/index.ts";
+
+// ---- Program cache statistics and the cache-only mode (runtime/cache_stats.ts).
+export {
+  cacheStats,
+  resetCacheStats,
+  setCompileMode,
+  compileMode,
+  CompileNeverError,
+  type CacheStatistics,
+  type CacheEntryStats,
+  type CompileMode,
+  type HitCounts,
+  type KindStats,
+  type ProgramKind,
+} from "./runtime/cache_stats.ts";

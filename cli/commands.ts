@@ -24,6 +24,7 @@ import { HloModuleProtoSchema } from "../ir/proto/gen/hlo_pb.ts";
 import { Tensor } from "../index.ts";
 import { formatFusionSummary, fusionSummary } from "../passes/index.ts";
 import { defaultProgramCache } from "../runtime/cache.ts";
+import { cacheStats, compileMode, formatCacheStats } from "../runtime/cache_stats.ts";
 import { backendNames, getBackend } from "../runtime/index.ts";
 import { nativeDisabledByEnv, nativeUnavailableReason } from "../runtime/native/backend.ts";
 import { defaultLibCache } from "../runtime/native/libcache.ts";
@@ -576,6 +577,15 @@ function nativeInfo() {
   };
 }
 
+/** KILN_COMPILE as `cache info` shows it; a bad value is shown, not thrown. */
+function compileModeText(): string {
+  try {
+    return compileMode() === "never" ? "never (cache-only: any compile is an error)" : "auto";
+  } catch (e) {
+    return `invalid: ${e instanceof Error ? e.message : String(e)}`;
+  }
+}
+
 export function cacheCommand(action: string, json: boolean, out: Out): ExitCode {
   const cache = defaultProgramCache();
   switch (action) {
@@ -612,8 +622,11 @@ export function cacheCommand(action: string, json: boolean, out: Out): ExitCode 
     case "info": {
       const i = cache.info();
       const native = nativeInfo();
+      // This process's requests (cacheStats()): what the commands before it in the same
+      // process asked for; a program's own run prints them with formatCacheStats.
+      const stats = cacheStats();
       if (json) {
-        out(toJsonText({ ...i, native }));
+        out(toJsonText({ ...i, native, stats }));
         return EXIT.ok;
       }
       out(`directory:     ${i.dir ?? "(none)"}`);
@@ -631,6 +644,10 @@ export function cacheCommand(action: string, json: boolean, out: Out): ExitCode 
         `native libs:   ${l.entries} (${l.bytes} bytes) in ${l.dir}` +
           (l.trusted ? "" : ` — NOT USED: ${l.why ?? "untrusted"}`),
       );
+      out(`compile mode:  ${compileModeText()}`);
+      const lines = formatCacheStats(stats);
+      out(`statistics:    ${lines[0]} (this process)`);
+      for (const line of lines.slice(1)) out(`             ${line}`);
       return EXIT.ok;
     }
     default:

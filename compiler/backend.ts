@@ -3,7 +3,8 @@
 // call. A backend that cannot compile a program (UnsupportedError) leaves it to the
 // interpreter, which runs everything, so a compiled function never fails for want of a kernel.
 // A program with bounded dynamic dims is padded to its bounds first (the dynamic padder), as
-// the static program the backend runs.
+// the static program the backend runs. The compiled function whose call is compiling is the
+// programs' origin (cacheStats(), the cache-only mode's error), set around that call.
 
 import { cloneModule } from "../ir/clone.ts";
 import type { Module } from "../ir/module.ts";
@@ -13,14 +14,29 @@ import {
   type CompileResult,
   getBackend,
   interpreterBackend,
+  type ProgramOrigin,
   UnsupportedError,
 } from "../runtime/index.ts";
 import { log } from "../util/log.ts";
 import type { CompileConfig } from "./config.ts";
 
+let origin: ProgramOrigin | undefined;
+
+/** Runs `fn` with `o` as the origin of the programs it compiles (one compile() call). */
+export function withProgramOrigin<T>(o: ProgramOrigin, fn: () => T): T {
+  const before = origin;
+  origin = o;
+  try {
+    return fn();
+  } finally {
+    origin = before;
+  }
+}
+
 /** Compiles `module` (optimized on a copy by compileModule), through the program cache. */
 export function compileProgram(module: Module, config: CompileConfig): CompileResult {
   const opts = {
+    ...(origin !== undefined && { origin }),
     ...(config.backend !== undefined && { backend: config.backend }),
     ...(config.cache !== undefined && { cache: config.cache }),
     ...(config.pipeline !== undefined && { pipeline: config.pipeline }),

@@ -21,10 +21,12 @@
 import type { Module } from "../ir/module.ts";
 import { lazyStats } from "../tensor/lazy.ts";
 import { Module as NNModule } from "../tensor/nn/module.ts";
+import { noteExecutableHit } from "../runtime/cache_stats.ts";
 import { withNativeThreads } from "../runtime/native/backend.ts";
 import { log, logEnabled } from "../util/log.ts";
 import { isLocated, locateHere, thrownByKiln } from "../util/user_frame.ts";
 import type { SourceAnalysis } from "./analyze.ts";
+import { withProgramOrigin } from "./backend.ts";
 import { buildEntryProgram } from "./build.ts";
 import {
   type Capture,
@@ -209,8 +211,11 @@ function call(c: Compiled, args: unknown[]): unknown {
   const hit = findEntry(entries, inputs);
   if (hit) {
     stats.cacheHits++;
+    // A bucket's program serving this size is a shape-dynamic hit (cacheStats()).
+    if (hit.exe) noteExecutableHit(hit.exe, hit.dynamicModule ? "shapeDynamic" : "memory");
     return runEntry(hit, args);
   }
+  let nearest: (() => string) | undefined;
   if (entries.length > 0) {
     const miss = decideMiss(target.name, config, state, state.autoDims, inputs);
     if (miss.kind === "eager") return fallBack(c, args, miss.reason);
@@ -223,10 +228,16 @@ function call(c: Compiled, args: unknown[]): unknown {
     if (unbounded !== undefined && countedEntries(state) >= config.recompileLimit) {
       return fallBack(c, args, `${miss.reason} (${unbounded})`);
     }
+    nearest = miss.nearest;
     stats.recompiles.push({ call: stats.calls, reason: miss.reason, guard: miss.guard });
     log("recompiles", () => `${target.name}: recompiling (call ${stats.calls}): ${miss.reason}`);
   }
-  return traceCall(c, args, inputs);
+  const origin = {
+    kind: "compiled",
+    source: target.name,
+    nearest: () => nearest?.() ?? `this process has no entry of ${target.name} yet`,
+  } as const;
+  return withProgramOrigin(origin, () => traceCall(c, args, inputs));
 }
 
 /** Entries under the recompile limit: those not made for a bucket. */

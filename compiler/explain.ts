@@ -7,7 +7,7 @@
 // variables, likely breaks). `toString()` is the report the CLI prints.
 
 import { printHlo } from "../ir/print.ts";
-import { backendTier, getBackend } from "../runtime/index.ts";
+import { backendTier, compileMode, getBackend } from "../runtime/index.ts";
 import { nativeUnavailableReason } from "../runtime/native/backend.ts";
 import type { Module as NNModule } from "../tensor/nn/module.ts";
 import {
@@ -93,7 +93,9 @@ export function explainWith(
   const c = compile(target as AnyFunction, {
     ...options,
     fullgraph: false,
-    cache: options.cache ?? "memory",
+    // Cache-only mode: the warmed-up disk cache answers, as it does for compile(); otherwise
+    // explaining leaves nothing on disk.
+    cache: options.cache ?? (compileMode() === "never" ? "disk" : "memory"),
   });
   (c as unknown as (...a: unknown[]) => unknown)(...args);
   const internals = c[INTERNALS];

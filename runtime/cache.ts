@@ -17,7 +17,7 @@ import { fingerprint } from "../ir/fingerprint.ts";
 import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
 import { log } from "../util/log.ts";
-import { type Backend, type Executable, getBackend } from "./backend.ts";
+import { type Backend, type CompileHints, type Executable, getBackend } from "./backend.ts";
 import {
   DISCARD_REASONS,
   type DiscardReason,
@@ -31,6 +31,13 @@ import {
   type ProgramKey,
   type ReadResult,
 } from "./cache_disk.ts";
+import {
+  CompileNeverError,
+  compileMode,
+  nearestCached,
+  noteProgramRequest,
+  type ProgramOrigin,
+} from "./cache_stats.ts";
 
 export { DISCARD_REASONS, FORMAT_VERSION };
 export type { DiscardReason, DiskEntry, ProgramKey };
@@ -153,6 +160,21 @@ export interface ProgramCacheOptions {
 
 export type CacheHit = "memory" | "disk" | "miss";
 
+/** How one getOrCompile request is served and reported. */
+export interface RequestOptions {
+  /** Passed to the backend's compile (eager one-op programs say so). */
+  readonly hints?: CompileHints;
+  /** Keep the executable in this cache's memory (default true; eager ops keep their own). */
+  readonly memory?: boolean;
+  /** Who asks, for cacheStats() and the cache-only mode's error (default: a plain program). */
+  readonly origin?: ProgramOrigin;
+  /**
+   * Write a compiled program to disk later (once the current JS task ends, or at exit) rather
+   * than now: eager ops compile many small programs, each cheaper than a durable write.
+   */
+  readonly deferWrite?: boolean;
+}
+
 export interface CacheResult {
   readonly executable: Executable;
   readonly hit: CacheHit;
@@ -217,6 +239,10 @@ export class ProgramCache {
   private diskDisabled: string | undefined;
   private writesDisabled: string | undefined;
   private readonly memoryMap = new Map<string, Executable>();
+  private pendingWrites: { key: ProgramKey; backend: Backend; exe: Executable; module: Module }[] =
+    [];
+  private flushScheduled = false;
+  private exitHook = false;
   private readonly warned = new Set<string>();
   private readonly warn: (message: string) => void;
   private readonly counters: CacheStats = {
@@ -277,34 +303,51 @@ export class ProgramCache {
     backend: Backend | string,
     options: CacheKeyOptions = {},
     prepare?: (module: Module) => Module,
+    request: RequestOptions = {},
   ): CacheResult {
     const b = typeof backend === "string" ? getBackend(backend) : backend;
     const key = this.keyFor(module, b, options);
     const text = keyText(key);
+    const origin = request.origin ?? { kind: "program", source: module.name };
+    // Read on every request, so a bad KILN_COMPILE fails at once, not at the first miss.
+    const mode = compileMode();
+    const memory = this.useMemory && request.memory !== false;
 
-    const inMemory = this.useMemory ? this.memoryMap.get(text) : undefined;
+    const inMemory = memory ? this.memoryMap.get(text) : undefined;
     if (inMemory) {
       this.memoryMap.delete(text);
       this.memoryMap.set(text, inMemory);
       this.counters.memoryHits++;
       log("cache", () => `hit memory ${describeKey(key)}`);
+      noteProgramRequest(text, inMemory, origin, "memory");
       return { executable: inMemory, hit: "memory", key: text };
     }
 
-    const fromDisk = this.loadFromDisk(key, b, module);
+    let fromDisk: Executable | undefined;
+    try {
+      fromDisk = this.loadFromDisk(key, b, module);
+    } catch (e) {
+      // Cache-only mode: the entry is good but loading it would build (native kernels).
+      if (!(e instanceof CompileNeverError)) throw e;
+      throw new CompileNeverError(text, origin, `its disk entry needs ${e.source}: ${e.nearest}`);
+    }
     if (fromDisk) {
-      this.remember(text, fromDisk);
+      if (memory) this.remember(text, fromDisk);
       this.counters.diskHits++;
+      noteProgramRequest(text, fromDisk, origin, "disk");
       return { executable: fromDisk, hit: "disk", key: text };
     }
 
+    if (mode === "never") throw new CompileNeverError(text, origin, nearestCached(origin));
     this.counters.misses++;
     const t0 = performance.now();
-    const exe = b.compile(prepare ? prepare(module) : module);
+    const exe = b.compile(prepare ? prepare(module) : module, request.hints);
     const ms = performance.now() - t0;
     log("cache", () => `miss ${describeKey(key)}: compiled in ${ms.toFixed(1)} ms`);
-    this.remember(text, exe);
-    this.saveToDisk(key, b, exe, module);
+    if (memory) this.remember(text, exe);
+    if (request.deferWrite === true) this.deferSave(key, b, exe, module);
+    else this.saveToDisk(key, b, exe, module);
+    noteProgramRequest(text, exe, origin, "compile", ms);
     return { executable: exe, hit: "miss", key: text };
   }
 
@@ -332,8 +375,32 @@ export class ProgramCache {
     return text;
   }
 
+  /** Writes the programs whose disk writes were deferred (`deferWrite`); returns how many. */
+  flushWrites(): number {
+    const batch = this.pendingWrites;
+    this.pendingWrites = [];
+    this.flushScheduled = false;
+    for (const w of batch) this.saveToDisk(w.key, w.backend, w.exe, w.module);
+    return batch.length;
+  }
+
+  private deferSave(key: ProgramKey, b: Backend, exe: Executable, module: Module): void {
+    if (!this.diskFor(b)) return;
+    this.pendingWrites.push({ key, backend: b, exe, module });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // After the current task (a synchronous loop of eager ops pays for its writes once it
+    // yields), and at exit for a process that never yields.
+    setImmediate(() => this.flushWrites()).unref();
+    if (!this.exitHook) {
+      this.exitHook = true;
+      process.once("exit", () => this.flushWrites());
+    }
+  }
+
   /** The disk entries, most recently used first, with any problem their header shows. */
   entries(): DiskEntry[] {
+    this.flushWrites();
     const store = this.usableStore();
     if (!store) return [];
     try {
@@ -346,6 +413,7 @@ export class ProgramCache {
 
   /** Empties memory and deletes this cache's entry files; returns how many of each went. */
   clear(): { memory: number; disk: number } {
+    this.pendingWrites = [];
     const memory = this.memoryMap.size;
     this.memoryMap.clear();
     let disk = 0;
@@ -362,6 +430,7 @@ export class ProgramCache {
   }
 
   info(): CacheInfo {
+    this.flushWrites();
     let usage = { entries: 0, bytes: 0 };
     const store = this.usableStore();
     if (store) {
@@ -473,6 +542,8 @@ export class ProgramCache {
         exe = b.deserialize(moduleFromProto(r.moduleProto), r.payload);
       }
     } catch (e) {
+      // Not the entry's fault: it stays for a process that may build.
+      if (e instanceof CompileNeverError) throw e;
       // The bytes are what was written (the MAC matched), but this build cannot load them.
       this.discard(store, name, r.stat, "undecodable", errText(e));
       return undefined;

@@ -19,6 +19,7 @@ import {
   defaultProgramCache,
   ProgramCache,
 } from "./cache.ts";
+import type { ProgramOrigin } from "./cache_stats.ts";
 
 export interface CompileOptions {
   /** A registered backend's name; the default (highest priority) backend when absent. */
@@ -32,6 +33,8 @@ export interface CompileOptions {
   pipeline?: PipelineOptions;
   /** Run the optimization pipeline (default true); false compiles the module as it is. */
   optimize?: boolean;
+  /** Who asks (an op, a lazy region, a compiled function), for cacheStats() and its errors. */
+  origin?: ProgramOrigin;
 }
 
 export interface CompileResult {
@@ -80,7 +83,13 @@ export function compileModule(module: Module, options: CompileOptions = {}): Com
     return copy;
   };
   const t0 = performance.now();
-  const r = cache.getOrCompile(module, backend, compileKeyOptions(options), prepare);
+  const r = cache.getOrCompile(
+    module,
+    backend,
+    compileKeyOptions(options),
+    prepare,
+    options.origin !== undefined ? { origin: options.origin } : {},
+  );
   if (logEnabled("perf")) {
     const total = performance.now() - t0;
     const what = `${module.name} on '${backend.name}'`;

@@ -34,6 +34,22 @@ export {
   type CacheStats,
 } from "./cache.ts";
 export {
+  cacheStats,
+  CompileNeverError,
+  compileMode,
+  formatCacheStats,
+  noteExecutableHit,
+  resetCacheStats,
+  setCompileMode,
+  type CacheEntryStats,
+  type CacheStatistics,
+  type CompileMode,
+  type HitCounts,
+  type KindStats,
+  type ProgramKind,
+  type ProgramOrigin,
+} from "./cache_stats.ts";
+export {
   compileKeyOptions,
   compileModule,
   type CompileOptions,

@@ -26,8 +26,10 @@ import type { Instruction, Module } from "../ir/module.ts";
 import { optimizationPipeline } from "../passes/index.ts";
 import { arrayShape, shapeToString } from "../ir/shape.ts";
 import {
+  defaultProgramCache,
   getBackend,
   interpreterBackend,
+  noteExecutableHit,
   single,
   UnsupportedError,
   type Backend,
@@ -370,14 +372,42 @@ function compile(
     // one keeps every entry alike.
     return { exe: interpreterBackend.compile(module), tuple, view };
   }
+  // Through the program cache's disk (not its memory: this map is the memory), so a warmed-up
+  // cache serves eager ops in a new process too, and the cache-only mode covers them.
+  const request = {
+    hints: { purpose: "eager" } as const,
+    memory: false,
+    deferWrite: true,
+    origin: {
+      kind: "eager",
+      source: op.name,
+      signature: operands.map(operandSig),
+      attrs: op.signature
+        .filter((p) => p.role === "none" && attrs[p.name] !== undefined)
+        .map((p) => `${p.name}=${keyOf(attrs[p.name])}`)
+        .join(", "),
+    } as const,
+  };
+  const programs = defaultProgramCache();
   try {
-    return { exe: backend.compile(module, { purpose: "eager" }), tuple };
+    const r = programs.getOrCompile(module, backend, EAGER_KEY, undefined, request);
+    return { exe: r.executable, tuple };
   } catch (e) {
     // The interpreter runs every opcode; a faster backend may decline a module.
     if (!(e instanceof UnsupportedError) || backend.name === interpreterBackend.name) throw e;
     log("cache", () => `eager: ${op.name} falls back to the interpreter: ${e.message}`);
-    return { exe: interpreterBackend.compile(module), tuple };
+    const exe = programs.getOrCompile(module, interpreterBackend, EAGER_KEY, undefined, request);
+    return { exe: exe.executable, tuple };
   }
+}
+
+// Eager programs are keyed apart from whole programs of the same module (compiled with hints).
+const EAGER_KEY = { eager: true };
+
+/** An operand as the cache-only mode's message shows it (`f32[3,5]`, `#f32` for a scalar). */
+function operandSig(o: Operand): { type: string; dims: string[] } {
+  if (o instanceof Tensor) return { type: toElementType(o.dtype), dims: o.shape.map(String) };
+  return { type: `#${toElementType(scalarDType(o))}`, dims: [] };
 }
 
 export const eagerMode: DispatchMode = {
@@ -391,6 +421,7 @@ export const eagerMode: DispatchMode = {
     let entry = cache.get(key);
     if (entry) {
       counters.hits++;
+      noteExecutableHit(entry.exe, "memory");
       cache.delete(key); // re-inserted below: Map order is the LRU order
     } else {
       counters.misses++;

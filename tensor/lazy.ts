@@ -26,6 +26,7 @@ import {
   getBackend,
   type Executable,
   interpreterBackend,
+  noteExecutableHit,
   type ProgramCache,
   single,
   UnsupportedError,
@@ -448,6 +449,7 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
   const useMemo = options.cache !== false;
   const compileOpts = { pipeline: options.pipeline, optimize: true };
   const checkIndices = options.checkIndices !== false;
+  const origin = { kind: "lazy", source: describePlan(p) } as const;
   const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|` +
     `${checkIndices ? "" : "unchecked|"}${p.key}`;
   if (useMemo) {
@@ -455,6 +457,7 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
     if (known) {
       memo.delete(memoKey);
       memo.set(memoKey, known);
+      noteExecutableHit(known.exe, "memory");
       return { ...known, hit: "graph" };
     }
   }
@@ -462,12 +465,18 @@ function compilePlan(p: Plan, options: LazyOptions): Compiled {
   const cache = options.cache;
   let r: CompileResult;
   try {
-    r = compileModule(module, { ...compileOpts, backend, ...(cache !== undefined && { cache }) });
+    r = compileModule(module, {
+      ...compileOpts,
+      origin,
+      backend,
+      ...(cache !== undefined && { cache }),
+    });
   } catch (e) {
     if (!(e instanceof UnsupportedError) || backend === interpreterBackend.name) throw e;
     log("lazy", () => `graph falls back to the interpreter: ${e.message}`);
     r = compileModule(module, {
       ...compileOpts,
+      origin,
       backend: interpreterBackend.name,
       ...(cache !== undefined && { cache }),
     });

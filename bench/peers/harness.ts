@@ -159,7 +159,16 @@ export function jsonRow(r: Row): Row {
   if (r.timing !== undefined) out.timing = r.timing;
   if (r.maxAbsDiff !== undefined && Number.isFinite(r.maxAbsDiff)) out.maxAbsDiff = r.maxAbsDiff;
   if (r.note !== undefined) out.note = r.note;
+  if (r.cache !== undefined) out.cache = r.cache;
   return out;
+}
+
+/** A Kiln row's program requests while it was cross-checked and timed (cacheStats()). */
+export interface RowCache {
+  requests: number;
+  compiles: number;
+  compileMs: number;
+  hits: { memory: number; disk: number; shapeDynamic: number };
 }
 
 /** One runtime's row in a workload's table. */
@@ -170,6 +179,17 @@ export interface Row {
   maxAbsDiff?: number;
   /** Why there is no timing (not installed, unsupported, mismatch, error), in words. */
   note?: string;
+  /** Kiln rows: the program cache's statistics over the row (its warm-up included). */
+  cache?: RowCache;
+}
+
+/** A row's cache statistics in the note column: `cache: 3 compiles, 120 hits (...)`. */
+export function cacheText(c: RowCache | undefined): string | undefined {
+  if (c === undefined) return undefined;
+  const h = c.hits;
+  return `cache: ${c.compiles} compiles (${c.compileMs.toFixed(0)} ms), ` +
+    `${h.memory + h.disk + h.shapeDynamic} hits (${h.memory} memory, ${h.disk} disk, ` +
+    `${h.shapeDynamic} shape-dynamic) of ${c.requests} requests`;
 }
 
 export interface WorkloadResult {
@@ -262,7 +282,7 @@ export function tableCells(w: WorkloadResult): string[][] {
     if (ort) cells.push(fmt(ortRatio(w, r), 2));
     cells.push(
       r.maxAbsDiff === undefined ? "-" : r.maxAbsDiff.toExponential(1),
-      r.note ?? "",
+      [r.note, cacheText(r.cache)].filter((x) => x !== undefined).join("; "),
     );
     return cells;
   });

@@ -43,6 +43,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   add,
+  cacheStats,
   clearLazyGraphs,
   compile,
   gelu,
@@ -51,6 +52,7 @@ import {
   matmul,
   mul,
   relu,
+  resetCacheStats,
   setEagerBackend,
   sigmoid,
   type Tensor,
@@ -2119,6 +2121,9 @@ function entries(): WorkloadEntry[] {
 async function runCandidate(w: Workload, c: Candidate, ref: Float32Array): Promise<Row> {
   const row: Row = { runtime: c.runtime };
   const notes: string[] = c.note === undefined ? [] : [c.note];
+  // Each candidate runs in its own process; its program requests are the row's (counted, not
+  // timed: an increment per request, inside what is timed anyway).
+  resetCacheStats();
   try {
     const run = await c.prepare();
     const t0 = performance.now();
@@ -2164,6 +2169,15 @@ async function runCandidate(w: Workload, c: Candidate, ref: Float32Array): Promi
     );
   }
   if (notes.length > 0) row.note = notes.join("; ");
+  const st = cacheStats();
+  if (c.runtime.startsWith("Kiln") && st.requests > 0) {
+    row.cache = {
+      requests: st.requests,
+      compiles: st.compiles,
+      compileMs: st.compileMs,
+      hits: { ...st.hits },
+    };
+  }
   return row;
 }
 

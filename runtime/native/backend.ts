@@ -46,6 +46,7 @@ import {
   type ProgramHandle,
   runtimeHeadersHash,
 } from "./addon.ts";
+import { CompileNeverError, compileMode } from "../cache_stats.ts";
 import { encodeProgram } from "./encode.ts";
 import { defaultLibCache } from "./libcache.ts";
 import { CKernelRenderer, renderLibrary, renderSortKernel } from "./render_c.ts";
@@ -194,6 +195,15 @@ function ensureLoaded(fns: readonly FnSource[]): void {
     if (b) bytes.set(t.key, b);
     return !b;
   });
+  if (toBuild.length > 0 && compileMode() === "never") {
+    // Cache-only mode: a kernel the library cache lacks would run the C compiler.
+    throw new CompileNeverError(
+      toBuild[0]!.key,
+      { kind: "program", source: "a native kernel library" },
+      `${toBuild.length} of ${tus.length} kernel libraries are not in the native library ` +
+        `cache (${cache.info().dir})`,
+    );
+  }
   if (toBuild.length > 0) {
     const t0 = performance.now();
     const dir = privateTempDir("kernels");
@@ -239,7 +249,17 @@ function unit(key: string): { handle: LibraryHandle; names: readonly string[] } 
   const known = unitsLoaded.get(key);
   if (known) return known;
   const bytes = defaultLibCache().get(key);
-  if (!bytes) throw new Error(`native: a kernel library of this program is not in the cache`);
+  if (!bytes) {
+    // Cache-only mode: recompiling the program would build the library; keep the entry.
+    if (compileMode() === "never") {
+      throw new CompileNeverError(
+        key,
+        { kind: "program", source: "a native kernel library" },
+        `the library is not in the native library cache (${defaultLibCache().info().dir})`,
+      );
+    }
+    throw new Error(`native: a kernel library of this program is not in the cache`);
+  }
   const lib = addon().loadLibrary(bytes);
   const u = { handle: lib.handle, names: lib.names };
   unitsLoaded.set(key, u);

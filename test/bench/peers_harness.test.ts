@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   crossCheck,
+  jsonRow,
   markdownTable,
   ORT_COLUMN,
   ortRatio,
@@ -146,5 +147,24 @@ describe("tables", () => {
     expect(text[2]).toMatch(/^Kiln compiled \(native, 1 thread\)\s+3\.000.*\s0\.30\s+1\.50\s/);
     // No onnxruntime row in a table (compile times): no such column.
     expect(textTable(w).split("\n")[1]).not.toContain(ORT_COLUMN);
+  });
+
+  it("puts a Kiln row's cache statistics in its note and keeps them through JSON", () => {
+    const row = {
+      runtime: "Kiln lazy (js)",
+      timing: { medianMs: 1, spread: 0, runs: 3 },
+      note: "static KV cache",
+      cache: {
+        requests: 40,
+        compiles: 3,
+        compileMs: 52.4,
+        hits: { memory: 30, disk: 5, shapeDynamic: 2 },
+      },
+    };
+    const back = jsonRow(JSON.parse(JSON.stringify(jsonRow(row))) as typeof row);
+    expect(back.cache).toEqual(row.cache);
+    const text = textTable({ name: "gen", baseline: "Kiln lazy (js)", rows: [back] });
+    expect(text.split("\n")[2]).toMatch(/static KV cache; cache: 3 compiles \(52 ms\), 37 hits /);
+    expect(text.split("\n")[2]).toMatch(/\(30 memory, 5 disk, 2 shape-dynamic\) of 40 requests$/);
   });
 });
