@@ -507,7 +507,8 @@ function capture(f: () => Tensor): CapturedGraph {
   // stay remembered for the lazy rows that run later in this process.
   clearLazyGraphs();
   try {
-    const opts = { backend: "js", cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
+    const cache = new CapturingCache({ disk: false });
+    const opts = { backend: "js", cache, maxDepth: 1e9, cutRepeats: false };
     lazy(f, opts).data();
   } catch (e) {
     const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
@@ -1312,7 +1313,8 @@ function kilnModelCandidates(args: Tensor[], f: (...xs: Tensor[]) => Tensor): Ca
     { runtime: `Kiln eager (${def})`, prepare: async () => () => toF32(f(...args)) },
     {
       runtime: `Kiln lazy (${def})`,
-      prepare: async () => () => toF32(lazy(() => f(...args), { maxDepth: 1e9 })),
+      prepare: async () => () =>
+        toF32(lazy(() => f(...args), { maxDepth: 1e9, cutRepeats: false })),
     },
     ...compiledRows(false).map((row) =>
       compiledCandidate(row, (backend) => {
