@@ -472,7 +472,8 @@ function cutRegion(k: number, why: string | (() => string), repeat = false): voi
   // as programs whose shapes repeat (so cached), the size-varying ops run eagerly.
   log("lazy", () =>
     `cut: ${plural(head.length, "op")}: ${text(reason)}; ${plural(varying.size, "op")} ` +
-    `change sizes each time (${[...new Set([...varying].map((x) => x.op.name))].join(", ")}) ` +
+    `changed sizes since the last time (${[...new Set([...varying].map((x) => x.op.name))]
+      .join(", ")}) ` +
     "and run eagerly between programs of the rest",
   );
   const isRoot = new Set(roots);
@@ -543,10 +544,10 @@ function runEagerly(node: LazyNode): void {
 
 /**
  * Per computation cut before (its nodes' size-free keys and wiring), each node's full key the
- * last time and which nodes have changed sizes since: a computation that repeats with other
- * sizes (a growing sequence) runs those nodes eagerly, so the rest stays cached programs.
+ * last time: when it repeats with other sizes (a growing sequence), the nodes whose sizes
+ * changed since the last time run eagerly, so the rest stays cached programs.
  */
-const cutShapes = new Map<string, { keys: string[]; varying: Set<number> }>();
+const cutShapes = new Map<string, { keys: string[] }>();
 
 function sizeVarying(head: readonly LazyNode[]): Set<LazyNode> {
   const index = new Map<LazyNode, number>();
@@ -563,16 +564,17 @@ function sizeVarying(head: readonly LazyNode[]): Set<LazyNode> {
   const keys = head.map((x) => x.key);
   const known = cutShapes.get(sf);
   if (known === undefined) {
-    cutShapes.set(sf, { keys, varying: new Set() });
+    cutShapes.set(sf, { keys });
     if (cutShapes.size > MEMO_CAPACITY) {
       const oldest = cutShapes.keys().next().value;
       if (oldest !== undefined) cutShapes.delete(oldest);
     }
     return new Set();
   }
-  for (const [i, k] of keys.entries()) if (k !== known.keys[i]) known.varying.add(i);
+  const varying = new Set<LazyNode>();
+  for (const [i, k] of keys.entries()) if (k !== known.keys[i]) varying.add(head[i]!);
   known.keys = keys;
-  return new Set([...known.varying].map((i) => head[i]!));
+  return varying;
 }
 
 /** Notes that `user` needs `x`, which an earlier cut computed without returning it. */
