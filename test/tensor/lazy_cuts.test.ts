@@ -2,8 +2,9 @@
 // repeats, so every iteration runs one cached program (compile counts asserted, values equal
 // to eager on an exact backend); KILN_LOGS=lazy names each cut and its reason; markStep() cuts
 // where it is called and is a no-op with nothing pending; maxOps bounds a region; cutRepeats:
-// false keeps one program per observation; and GPT-2's static-cache generation under lazy()
-// gives eager's tokens with a compile count that does not grow with the number of tokens.
+// false keeps one program per observation; and GPT-2's generation under lazy() (static and
+// growing KV cache) gives eager's tokens with a compile count that does not grow with the
+// number of tokens.
 
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { GPT2, tinyConfig } from "../../models/gpt2.ts";
@@ -178,8 +179,20 @@ describe("GPT-2 generation under lazy()", () => {
     expect(compiles(26)).toBe(few);
   });
 
-  it("growing cache: eager's tokens", () => {
-    const got = lazy(() => model.generate(prompt, { maxNewTokens: 12 }));
-    expect(got.toArray()).toEqual(model.generate(prompt, { maxNewTokens: 12 }).toArray());
+  it("growing cache: eager's tokens, and compiles that do not grow with the tokens", () => {
+    const compiles = (n: number) => {
+      setDefaultProgramCache(new ProgramCache({ disk: false }));
+      clearLazyGraphs();
+      resetLazyStats();
+      const got = lazy(() => model.generate(prompt, { maxNewTokens: n }));
+      expect(got.toArray()).toEqual(model.generate(prompt, { maxNewTokens: n }).toArray());
+      const s = lazyStats();
+      expect(s.depthCuts).toBe(0);
+      // The KV cache grows by one position per step: those ops run eagerly between programs.
+      expect(s.eagerOps).toBeGreaterThan(0);
+      return s.compiled;
+    };
+    const few = compiles(10);
+    expect(compiles(22)).toBe(few);
   });
 });
