@@ -95,8 +95,9 @@ function captureGpt2(seq: number): { module: Module; initMs: number; captureMs: 
   const [ids] = inputs({ batch: 1, seq }, "full");
   const t0 = performance.now();
   try {
-    // One graph for the whole forward pass: no depth cut.
-    const opts = { backend: BACKEND, cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
+    // One graph for the whole forward pass: no depth or repeat cut.
+    const cache = new CapturingCache({ disk: false });
+    const opts = { backend: BACKEND, cache, maxDepth: 1e9, cutRepeats: false };
     lazy(() => model.call(ids).logits, opts).toArray();
   } catch (e) {
     const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;

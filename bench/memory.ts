@@ -35,6 +35,7 @@ for (const entry of Object.values(zoo)) {
     const args = entry.inputs(spec, config);
     const out = lazy(() => (model.call as (...a: unknown[]) => unknown)(...args), {
       maxDepth: 1_000_000,
+      cutRepeats: false,
     });
     const first = (v: unknown): Tensor =>
       v instanceof Tensor ? v : first(Array.isArray(v) ? v[0] : Object.values(v as object)[0]);

@@ -181,7 +181,10 @@ export class Tracer {
   private readonly inner: DispatchMode;
 
   constructor(lazyOptions: LazyOptions) {
-    this.inner = lazyScopeMode({ ...lazyOptions, maxDepth: Number.MAX_SAFE_INTEGER });
+    // The first call's values come from one lazy program of the whole trace: no cuts.
+    const max = Number.MAX_SAFE_INTEGER;
+    const inner = { ...lazyOptions, maxDepth: max, maxOps: max, cutRepeats: false };
+    this.inner = lazyScopeMode(inner);
     this.rng = defaultGenerator.getState();
     this.mode = { name: "trace", run: (op, operands, attrs) => this.record(op, operands, attrs) };
   }

@@ -278,7 +278,11 @@ function runCase(
       resetLazyStats();
       const lz = onBackend(backend, () =>
         timed(() => {
-          const out = tensorsIn(lazy(() => call(...c.args), { maxDepth: 1_000_000, backend }));
+          const out = tensorsIn(lazy(() => call(...c.args), {
+            maxDepth: 1_000_000,
+            cutRepeats: false,
+            backend,
+          }));
           realizeAll(out);
           return out;
         }),

@@ -201,6 +201,7 @@ export {
   lastLazyGraph,
   lazy,
   lazyStats,
+  markStep,
   realizeAll,
   resetLazyStats,
   setLazy,

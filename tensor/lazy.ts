@@ -10,10 +10,16 @@
 // same program. Which nodes a program returns is deterministic, never a matter of garbage
 // collection: the observed tensor, plus every still-pending tensor its lazy() scope returned
 // (XLA's "sync the live tensors", with the scope's return value as the definition of live).
-// A graph is cut only when something is observed, when realizeAll asks, or when a chain of
-// pending ops grows deeper than maxDepth. A structural key of the pending graph (lowering keys
-// and wiring) remembers the executable, so a loop that repeats a step skips lowering and
-// fingerprinting too. docs/runtime.md describes the semantics for users.
+// The pending ops recorded since the last cut form the current region, and the region is cut
+// (realized as one program) where a loop's body ends: when its opening ops, by a size-free
+// key, are recorded again (a repeated subsequence), so every iteration of a loop that
+// observes nothing is the same cached program; also at markStep(), when the region holds
+// maxOps ops, when something is observed, when realizeAll asks, and when a chain of pending
+// ops grows deeper than maxDepth; KILN_LOGS=lazy says where each cut is and why. A cut whose
+// computation recurs with other sizes runs the size-varying ops eagerly between programs of the
+// rest. A structural key of the pending graph (lowering keys and wiring) remembers the
+// executable, so a loop that repeats a step skips lowering and fingerprinting too.
+// docs/runtime.md describes the semantics for users.
 
 import { ModuleBuilder } from "../ir/builder.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
@@ -84,9 +90,22 @@ export interface LazyOptions {
    * clamping.
    */
   checkIndices?: boolean;
+  /**
+   * Cut the pending region where its opening ops recur (a loop's next iteration), so each
+   * iteration is one cached program (default true). False keeps one program per observation
+   * (a whole forward pass, say), bounded only by maxOps and maxDepth.
+   */
+  cutRepeats?: boolean;
+  /** The pending region is realized when it holds this many ops (default 20000). */
+  maxOps?: number;
 }
 
 const DEFAULT_MAX_DEPTH = 500;
+const DEFAULT_MAX_OPS = 20_000;
+/** How many opening ops of a region must recur, in order, to count as its next iteration. */
+const REPEAT_SPAN = 8;
+/** A region shorter than this is not cut at a repeat (a tiny loop body joins the next one). */
+const MIN_REPEAT_OPS = 16;
 
 // ---- The pending graph ----------------------------------------------------------------------
 
@@ -109,9 +128,16 @@ interface LazyNode {
   readonly outputs: readonly NodeType[];
   readonly tuple: boolean;
   readonly scope: LazyScope;
-  /** The longest chain of pending nodes ending here. */
-  readonly depth: number;
+  /** The longest chain of pending nodes ending here (recounted when a cut realizes some). */
+  depth: number;
+  /** The op and its operands' kinds, dtypes and ranks, but no sizes: what repeats compare. */
+  readonly shapeFree: number;
   values: ConcreteImpl[] | undefined;
+  /**
+   * Set when a cut computed this node inside a program without returning it: that program's
+   * body key and the node's step in it, so a later use can teach the cut to return it.
+   */
+  dropped?: { readonly body: string; readonly step: number; readonly cut: number };
 }
 
 /** A lazy tensor's value: output `index` of a pending node (then its computed value). */
@@ -164,6 +190,14 @@ export interface LazyStats {
   readonly nodesRealized: number;
   /** Programs run because a pending chain grew deeper than maxDepth. */
   readonly depthCuts: number;
+  /** Ops a cut ran eagerly because their sizes change each time the computation repeats. */
+  readonly eagerOps: number;
+  /** Programs run because the region's opening ops recurred (a loop's next iteration). */
+  readonly repeatCuts: number;
+  /** Programs run because the region reached maxOps. */
+  readonly sizeCuts: number;
+  /** Programs run by markStep(). */
+  readonly stepCuts: number;
   /** Op nodes per program: the last one's, the mean and the largest. */
   readonly opsPerGraph: { readonly last: number; readonly mean: number; readonly max: number };
 }
@@ -175,6 +209,10 @@ const counters = {
   cacheHits: 0,
   nodesRealized: 0,
   depthCuts: 0,
+  eagerOps: 0,
+  repeatCuts: 0,
+  sizeCuts: 0,
+  stepCuts: 0,
   lastOps: 0,
   maxOps: 0,
 };
@@ -188,6 +226,10 @@ export function lazyStats(): LazyStats {
     cacheHits: c.cacheHits,
     nodesRealized: c.nodesRealized,
     depthCuts: c.depthCuts,
+    eagerOps: c.eagerOps,
+    repeatCuts: c.repeatCuts,
+    sizeCuts: c.sizeCuts,
+    stepCuts: c.stepCuts,
     opsPerGraph: {
       last: c.lastOps,
       mean: c.graphs === 0 ? 0 : c.nodesRealized / c.graphs,
@@ -312,12 +354,275 @@ class LazyMode implements DispatchMode {
       tuple: sig.tuple,
       scope: this.scope,
       depth: depth + 1,
+      shapeFree: shapeFreeId(shapeFreeKey(op, operands)),
       values: undefined,
     };
     counters.opsRecorded++;
     const out = sig.outputs.map((_, i) => new Tensor(new LazyImpl(node, i)));
+    region.push(node);
+    const options = this.scope.options;
+    if (options.cutRepeats !== false) cutAtRepeat();
+    const maxOps = options.maxOps ?? DEFAULT_MAX_OPS;
+    if (region.length >= maxOps) {
+      counters.sizeCuts++;
+      cutRegion(region.length, `the region reached maxOps (${maxOps})`);
+    }
     return sig.tuple ? out : out[0]!;
   }
+}
+
+function shapeFreeKey(op: Lowering, operands: readonly Operand[]): string {
+  let key = op.name;
+  for (const o of operands) {
+    key += o instanceof Tensor ? `|${o.dtype}${o.shape.length}` : `|${typeof o}`;
+  }
+  return key;
+}
+
+// ---- Regions and cuts -----------------------------------------------------------------------
+
+/**
+ * The pending nodes recorded since the last cut, in recording order (some may have been
+ * realized since by an observation; cuts skip those).
+ */
+let region: LazyNode[] = [];
+/** Where in the region each window of REPEAT_SPAN size-free keys first starts. */
+let windows = new Map<string, number>();
+const shapeFreeIds = new Map<string, number>();
+
+function shapeFreeId(key: string): number {
+  let id = shapeFreeIds.get(key);
+  if (id === undefined) shapeFreeIds.set(key, (id = shapeFreeIds.size));
+  return id;
+}
+
+function windowKey(at: number): string {
+  let key = "";
+  for (let i = at; i < at + REPEAT_SPAN; i++) key += `${region[i]!.shapeFree},`;
+  return key;
+}
+
+/** Whether the region began at a repeat cut (so at the start of a loop's iteration). */
+let regionAligned = false;
+
+/** Replaces the region (after a cut or an observation) and re-indexes its windows. */
+function setRegion(nodes: LazyNode[], aligned = false): void {
+  region = nodes;
+  regionAligned = aligned;
+  windows = new Map();
+  for (let i = 0; i + REPEAT_SPAN <= region.length; i++) {
+    const key = windowKey(i);
+    if (!windows.has(key)) windows.set(key, i);
+  }
+}
+
+/**
+ * Cuts the region before its last REPEAT_SPAN ops when that window of size-free keys already
+ * occurred in it: a loop's next iteration has begun, so what came before (with any preamble)
+ * is one program, and every later iteration starts a region the same way.
+ */
+function cutAtRepeat(): void {
+  const start = region.length - REPEAT_SPAN;
+  if (start < 0) return;
+  const key = windowKey(start);
+  const first = windows.get(key);
+  if (first === undefined) {
+    windows.set(key, start);
+    return;
+  }
+  if (start < MIN_REPEAT_OPS) return;
+  // A region that a repeat cut began starts an iteration: it is cut only where its own
+  // opening recurs, so every region of the loop begins at the same op.
+  if (regionAligned && first !== 0) return;
+  counters.repeatCuts++;
+  cutRegion(start, () => {
+    const names = region.slice(0, 3).map((x) => x.op.name);
+    return (
+      `ops ${start}.. of the region repeat the ${REPEAT_SPAN} ops at ${first}.. ` +
+      `(${names.join(", ")}, ...): a loop's next iteration`
+    );
+  }, true);
+}
+
+/**
+ * Realizes the region's first `k` ops as one program: its results are the nodes that nothing
+ * in the region uses (a loop's carried state) and those the rest of the region uses. A node
+ * used only later is recomputed by the program that needs it (correct, but worth a markStep
+ * or a realizeAll where it matters). The rest of the region becomes the next region.
+ */
+function cutRegion(k: number, why: string | (() => string), repeat = false): void {
+  const head = region.slice(0, k).filter((x) => x.values === undefined);
+  const tail = region.slice(k);
+  setRegion(tail, repeat);
+  // The ops kept counted the cut ones in their depth; they start the next chain.
+  for (const x of tail) {
+    let d = 0;
+    for (const i of x.inputs) {
+      if (isPendingImpl(i) && !head.includes(i.node)) d = Math.max(d, i.node.depth);
+    }
+    x.depth = d + 1;
+  }
+  if (head.length === 0) return;
+  const inHead = new Set(head);
+  const usedInHead = new Set<LazyNode>();
+  const usedLater = new Set<LazyNode>();
+  for (const [list, used] of [[head, usedInHead], [tail, usedLater]] as const) {
+    for (const x of list) {
+      for (const i of x.inputs) if (isPendingImpl(i) && inHead.has(i.node)) used.add(i.node);
+    }
+  }
+  const roots = head.filter((x) => !usedInHead.has(x) || usedLater.has(x));
+  for (const s of new Set(head.map((x) => x.scope))) {
+    for (const o of s.outputs) if (o.value === undefined && inHead.has(o.node)) roots.push(o.node);
+  }
+  const reason = typeof why === "string" ? why : () => why();
+  const options = head[0]!.scope.options;
+  const varying = sizeVarying(head);
+  if (varying.size === 0) {
+    runCut(roots, options, () => `cut: ${plural(head.length, "op")}: ${text(reason)}`);
+    return;
+  }
+  // Split where sizes vary from the last time this computation was cut: the ops between run
+  // as programs whose shapes repeat (so cached), the size-varying ops run eagerly.
+  log("lazy", () =>
+    `cut: ${plural(head.length, "op")}: ${text(reason)}; ${plural(varying.size, "op")} ` +
+    `changed sizes since the last time (${[...new Set([...varying].map((x) => x.op.name))]
+      .join(", ")}) ` +
+    "and run eagerly between programs of the rest",
+  );
+  const isRoot = new Set(roots);
+  let segment: LazyNode[] = [];
+  const flush = (at: number) => {
+    if (segment.length === 0) return;
+    const seg = new Set(segment);
+    const after = new Set<LazyNode>();
+    for (let i = at; i < head.length; i++) {
+      for (const x of head[i]!.inputs) if (isPendingImpl(x) && seg.has(x.node)) after.add(x.node);
+    }
+    const segRoots = segment.filter((x) => isRoot.has(x) || after.has(x));
+    const n = segment.length;
+    segment = [];
+    runCut(segRoots, options, () => `cut: a program of ${plural(n, "op")} of that region`);
+  };
+  for (const [i, node] of head.entries()) {
+    if (!varying.has(node)) {
+      segment.push(node);
+      continue;
+    }
+    flush(i);
+    runEagerly(node);
+  }
+  flush(head.length);
+}
+
+function text(why: string | (() => string)): string {
+  return typeof why === "string" ? why : why();
+}
+
+/**
+ * Realizes `roots` (what a cut must return) plus the results learned for this computation,
+ * as one program, and marks what it computed without returning.
+ */
+function runCut(roots: LazyNode[], options: LazyOptions, describe: () => string): void {
+  const byId = (a: LazyNode, b: LazyNode) => a.id - b.id;
+  let p = plan([...new Set(roots)].sort(byId));
+  const learned = learnedResults.get(p.body);
+  if (learned) {
+    for (const step of learned) roots.push(p.steps[step]!);
+    p = plan([...new Set(roots)].sort(byId));
+  }
+  log("lazy", () => `${describe()} (${plural(p.results.length, "result")})`);
+  realizePlan(p, options);
+  const cut = nextCutId++;
+  for (const [step, node] of p.steps.entries()) {
+    if (node.values === undefined) node.dropped = { body: p.body, step, cut };
+  }
+  if (learnedResults.size > MEMO_CAPACITY) {
+    const oldest = learnedResults.keys().next().value;
+    if (oldest !== undefined) learnedResults.delete(oldest);
+  }
+}
+
+/** Runs one node as eager mode would (its inputs are computed). */
+function runEagerly(node: LazyNode): void {
+  const operands: Operand[] = node.inputs.map((x) => {
+    // A pending input is one an earlier cut computed without returning it.
+    if (x instanceof LazyImpl) return new Tensor(x.value ?? realizeImpl(x));
+    return x instanceof ConcreteImpl ? new Tensor(x) : x;
+  });
+  const out = eagerMode.run(node.op, operands, node.attrs);
+  node.values = (Array.isArray(out) ? out : [out]).map((t) => t.realize());
+  node.inputs = [];
+  counters.eagerOps++;
+}
+
+/**
+ * Per computation cut before (its nodes' size-free keys and wiring), each node's full key the
+ * last time: when it repeats with other sizes (a growing sequence), the nodes whose sizes
+ * changed since the last time run eagerly, so the rest stays cached programs.
+ */
+const cutShapes = new Map<string, { keys: string[] }>();
+
+function sizeVarying(head: readonly LazyNode[]): Set<LazyNode> {
+  const index = new Map<LazyNode, number>();
+  let sf = "";
+  for (const [i, node] of head.entries()) {
+    index.set(node, i);
+    sf += `${node.shapeFree}(`;
+    for (const x of node.inputs) {
+      const at = isPendingImpl(x) ? index.get(x.node) : undefined;
+      sf += at === undefined ? "p," : `${at}.${(x as LazyImpl).index},`;
+    }
+    sf += ")";
+  }
+  const keys = head.map((x) => x.key);
+  const known = cutShapes.get(sf);
+  if (known === undefined) {
+    cutShapes.set(sf, { keys });
+    if (cutShapes.size > MEMO_CAPACITY) {
+      const oldest = cutShapes.keys().next().value;
+      if (oldest !== undefined) cutShapes.delete(oldest);
+    }
+    return new Set();
+  }
+  const varying = new Set<LazyNode>();
+  for (const [i, k] of keys.entries()) if (k !== known.keys[i]) varying.add(head[i]!);
+  known.keys = keys;
+  return varying;
+}
+
+/** Notes that `user` needs `x`, which an earlier cut computed without returning it. */
+function learnDropped(x: LazyNode, user: LazyNode): void {
+  const d = x.dropped!;
+  let steps = learnedResults.get(d.body);
+  if (!steps) learnedResults.set(d.body, (steps = new Set()));
+  if (steps.has(d.step)) return;
+  steps.add(d.step);
+  log("lazy", () => `a cut computed ${x.op.name} (step ${d.step} of its program) without ` +
+    `returning it, and ${user.op.name} needs it: computed now by a program of its own; later ` +
+    "cuts of that program return it");
+}
+
+/**
+ * Per program body (Plan.body) that a cut ran, the steps it computed without returning that a
+ * later program needed: learned once, returned by every later cut of the same body.
+ */
+const learnedResults = new Map<string, Set<number>>();
+let nextCutId = 0;
+
+/**
+ * Cuts the pending graph here (PyTorch/XLA's mark_step): everything recorded since the last cut
+ * runs now as one program, so the next ops start a new one. A hint for a loop whose iterations
+ * the repeat detection does not find (or should cut elsewhere); never needed for correct
+ * values. A no-op when nothing is pending.
+ */
+export function markStep(): void {
+  if (!region.some((x) => x.values === undefined)) {
+    setRegion([]);
+    return;
+  }
+  counters.stepCuts++;
+  cutRegion(region.length, "markStep()");
 }
 
 // ---- Realizing ------------------------------------------------------------------------------
@@ -333,6 +638,8 @@ interface Plan {
   readonly results: readonly { readonly step: number; readonly index: number }[];
   /** The graph's structure as text: equal keys build the same module. */
   readonly key: string;
+  /** The key without the results: the computation, whatever it returns. */
+  readonly body: string;
 }
 
 /** The root nodes of a program that must compute `requested`: see the file comment. */
@@ -354,13 +661,27 @@ function rootsFor(requested: readonly LazyImpl[]): LazyNode[] {
 function plan(roots: readonly LazyNode[]): Plan {
   const seen = new Set<LazyNode>(roots);
   const stack = [...roots];
+  // Nodes an earlier cut computed without returning them: computed first, by a program of
+  // their own, so that this program is the one later iterations run (with them as inputs).
+  const dropped = new Set<LazyNode>();
   while (stack.length > 0) {
-    for (const x of stack.pop()!.inputs) {
-      if (isPendingImpl(x) && !seen.has(x.node)) {
-        seen.add(x.node);
-        stack.push(x.node);
+    const node = stack.pop()!;
+    for (const x of node.inputs) {
+      if (!isPendingImpl(x) || seen.has(x.node)) continue;
+      const d = x.node.dropped;
+      if (d !== undefined && node.dropped?.cut !== d.cut) {
+        if (!dropped.has(x.node)) learnDropped(x.node, node);
+        dropped.add(x.node);
+        continue;
       }
+      seen.add(x.node);
+      stack.push(x.node);
     }
+  }
+  if (dropped.size > 0) {
+    const first = [...dropped].sort((a, b) => a.id - b.id);
+    realizeRoots(first, first[0]!.scope.options);
+    return plan(roots);
   }
   const steps = [...seen].sort((a, b) => a.id - b.id);
   const stepOf = new Map<LazyNode, number>();
@@ -399,8 +720,9 @@ function plan(roots: readonly LazyNode[]): Plan {
     const s = stepOf.get(root)!;
     for (let i = 0; i < root.outputs.length; i++) results.push({ step: s, index: i });
   }
+  const body = key;
   key += `-> ${results.map(refText).join(",")}`;
-  return { steps, refs, params, results, key };
+  return { steps, refs, params, results, key, body };
 }
 
 function refText(r: Ref): string {
@@ -504,10 +826,17 @@ function describePlan(p: Plan): string {
 function realizeImpls(requested: readonly LazyImpl[]): void {
   const roots = rootsFor(requested);
   if (roots.length === 0) return;
-  const p = plan(roots);
   // The observed tensor's scope decides how the program is compiled.
   const first = requested.find((r) => r.value === undefined)!;
-  const options = first.node.scope.options;
+  realizeRoots(roots, first.node.scope.options);
+}
+
+/** Computes the outputs of `roots` (sorted by id) and what they need, in one program. */
+function realizeRoots(roots: readonly LazyNode[], options: LazyOptions): void {
+  realizePlan(plan(roots), options);
+}
+
+function realizePlan(p: Plan, options: LazyOptions): void {
   const t0 = performance.now();
   let compiled: Compiled;
   let out: EvalValue;
@@ -537,6 +866,15 @@ function realizeImpls(requested: readonly LazyImpl[]): void {
     const node = p.steps[s]!;
     node.values = vs;
     node.inputs = [];
+  }
+  // What this program computed, returned or not, leaves the region: only a node a later
+  // program needs (and then recomputes) is pending still.
+  if (region.length > 0) {
+    const done = new Set(p.steps);
+    if (region.some((x) => done.has(x) || x.values !== undefined)) {
+      const rest = region.filter((x) => x.values === undefined && !done.has(x));
+      setRegion(rest, rest.length > 0 && regionAligned);
+    }
   }
   counters.graphs++;
   counters.nodesRealized += p.steps.length;
@@ -624,8 +962,11 @@ function mergedOptions(options: LazyOptions | undefined): LazyOptions {
   const m = currentMode();
   const inherited = m instanceof LazyMode ? m.scope.options : {};
   const o = { ...inherited, ...options };
-  if (o.maxDepth !== undefined && !(Number.isInteger(o.maxDepth) && o.maxDepth >= 1)) {
-    throw new Error(`lazy: maxDepth must be an integer >= 1, got ${o.maxDepth}`);
+  for (const name of ["maxDepth", "maxOps"] as const) {
+    const v = o[name];
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) {
+      throw new Error(`lazy: ${name} must be an integer >= 1, got ${v}`);
+    }
   }
   if (o.backend !== undefined) getBackend(o.backend); // fails now, naming the registered ones
   return o;
@@ -704,4 +1045,6 @@ export function realizeAll(tensors: Iterable<Tensor>): void {
 /** Forgets the remembered graph structures (the program cache keeps its entries). */
 export function clearLazyGraphs(): void {
   memo.clear();
+  learnedResults.clear();
+  cutShapes.clear();
 }

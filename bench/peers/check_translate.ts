@@ -78,7 +78,7 @@ class CapturingCache extends ProgramCache {
 function capture(f: () => Tensor | Tensor[]): Captured {
   clearLazyGraphs();
   const cache = new CapturingCache({ disk: false });
-  const out = lazy(f, { backend: "interpreter", cache, maxDepth: 1e9 });
+  const out = lazy(f, { backend: "interpreter", cache, maxDepth: 1e9, cutRepeats: false });
   (Array.isArray(out) ? out[0]! : out).data();
   if (!cache.last) throw new Error("check_translate: lazy mode compiled nothing");
   return cache.last;

@@ -361,8 +361,8 @@ interface Candidate {
   /** The native pool size the row runs with (its process gets KILN_NUM_THREADS too). */
   threads?: number;
   /**
-   * Why the row is known not to run before anything is prepared (native unavailable, lazy
-   * generation): the group's first child reports it, so it costs no process of its own.
+   * Why the row is known not to run before anything is prepared (native unavailable): the
+   * group's first child reports it, so it costs no process of its own.
    */
   skip?: string;
 }
@@ -509,7 +509,8 @@ function capture(f: () => Tensor): CapturedGraph {
   // stay remembered for the lazy rows that run later in this process.
   clearLazyGraphs();
   try {
-    const opts = { backend: "js", cache: new CapturingCache({ disk: false }), maxDepth: 1e9 };
+    const cache = new CapturingCache({ disk: false });
+    const opts = { backend: "js", cache, maxDepth: 1e9, cutRepeats: false };
     lazy(f, opts).data();
   } catch (e) {
     const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
@@ -1314,7 +1315,8 @@ function kilnModelCandidates(args: Tensor[], f: (...xs: Tensor[]) => Tensor): Ca
     { runtime: `Kiln eager (${def})`, prepare: async () => () => toF32(f(...args)) },
     {
       runtime: `Kiln lazy (${def})`,
-      prepare: async () => () => toF32(lazy(() => f(...args), { maxDepth: 1e9 })),
+      prepare: async () => () =>
+        toF32(lazy(() => f(...args), { maxDepth: 1e9, cutRepeats: false })),
     },
     ...compiledRows(false).map((row) =>
       compiledCandidate(row, (backend) => {
@@ -1804,14 +1806,15 @@ function generateSpec(): GraphSpec {
             },
             {
               runtime: `Kiln lazy (${def})`,
-              // Nothing is observed between steps and the KV cache grows, so every step's
-              // graph is new and compiles: ~1.2 s per token at the quick config, and --quick
-              // must stay under 3 minutes. Not a figure worth a run; the reason is the row.
-              skip:
-                "compiles every step's graph (nothing is observed between steps); " +
-                "hundreds of times slower than eager, see docs/performance.md",
+              // The growing KV cache, as eager: lazy mode cuts the pending graph at each step
+              // (repeat cuts) and runs the ops whose sizes grow eagerly between cached
+              // programs of the rest (docs/runtime.md, lazy mode). The warm-up runs enough
+              // steps for the cuts to settle on what each step returns.
+              note: "growing KV cache, cut per step",
+              warm: true,
               prepare: async () => {
-                throw new Error("bench: a skipped row was prepared");
+                toF32(lazy(() => gen(8)));
+                return () => toF32(lazy(() => gen(GEN_TOKENS)));
               },
             },
             ...staticCache,

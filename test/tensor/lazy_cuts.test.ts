@@ -1,0 +1,198 @@
+// Lazy mode's graph cuts (tensor/lazy.ts): a loop that observes nothing is cut where its body
+// repeats, so every iteration runs one cached program (compile counts asserted, values equal
+// to eager on an exact backend); KILN_LOGS=lazy names each cut and its reason; markStep() cuts
+// where it is called and is a no-op with nothing pending; maxOps bounds a region; cutRepeats:
+// false keeps one program per observation; and GPT-2's generation under lazy() (static and
+// growing KV cache) gives eager's tokens with a compile count that does not grow with the
+// number of tokens.
+
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { GPT2, tinyConfig } from "../../models/gpt2.ts";
+import { ProgramCache, setDefaultProgramCache } from "../../runtime/index.ts";
+import { setEagerBackend } from "../../tensor/dispatch.ts";
+import {
+  clearLazyGraphs,
+  Generator,
+  isPending,
+  lazy,
+  lazyStats,
+  manualSeed,
+  markStep,
+  randint,
+  randn,
+  resetLazyStats,
+  type Tensor,
+} from "../../tensor/index.ts";
+import { setLogTopics } from "../../util/log.ts";
+
+beforeAll(() => {
+  setEagerBackend("js"); // exact tier: lazy must equal eager bit for bit
+});
+afterAll(() => {
+  setEagerBackend(undefined);
+  setDefaultProgramCache(undefined);
+});
+beforeEach(() => {
+  // A fresh memory-only cache per test, so `compiled` counts this test's compiles.
+  setDefaultProgramCache(new ProgramCache({ disk: false }));
+  clearLazyGraphs();
+  resetLazyStats();
+});
+afterEach(() => {
+  setLogTopics(undefined);
+});
+
+function expectSame(a: Tensor, b: Tensor): void {
+  expect(a.shape).toEqual(b.shape);
+  expect(Array.from(a.data() as Float32Array)).toEqual(Array.from(b.data() as Float32Array));
+}
+
+/** A residual block of 8 ops, repeated `n` times on x [4, 8], after a 2-op preamble. */
+function blocks(x: Tensor, w: Tensor, n: number): Tensor {
+  let h = x.mul(0.5).add(1);
+  for (let i = 0; i < n; i++) {
+    const y = h.matmul(w).add(0.1).tanh().mul(h).sub(h.mean(-1, true)).relu().add(h);
+    h = y.div(2);
+  }
+  return h;
+}
+
+describe("repeat cuts", () => {
+  const x = randn([4, 8], { generator: new Generator(1) });
+  const w = randn([8, 8], { generator: new Generator(2) });
+
+  it("cut a loop into iterations that share one cached program, with eager's values", () => {
+    const want = blocks(x, w, 40);
+    const got = lazy(() => blocks(x, w, 40));
+    expectSame(got, want);
+    const s = lazyStats();
+    expect(s.repeatCuts).toBeGreaterThanOrEqual(10);
+    expect(s.depthCuts).toBe(0);
+    // The first region (with the preamble), the steady body, and the last one (the rest).
+    expect(s.compiled).toBeLessThanOrEqual(3);
+    expect(s.graphs).toBe(s.repeatCuts + 1);
+    // Doubling the iterations adds programs but no compiles.
+    resetLazyStats();
+    expectSame(lazy(() => blocks(x, w, 80)), blocks(x, w, 80));
+    expect(lazyStats().compiled).toBeLessThanOrEqual(1);
+  });
+
+  it("with cutRepeats: false, the same loop is one program per observation", () => {
+    const got = lazy(() => blocks(x, w, 10), { cutRepeats: false });
+    expectSame(got, blocks(x, w, 10));
+    expect(lazyStats()).toMatchObject({ graphs: 1, repeatCuts: 0 });
+  });
+
+  it("a short scope is not cut", () => {
+    expectSame(lazy(() => blocks(x, w, 1)), blocks(x, w, 1));
+    expect(lazyStats()).toMatchObject({ graphs: 1, repeatCuts: 0 });
+  });
+
+  it("KILN_LOGS=lazy says where each cut is and why", () => {
+    setLogTopics(["lazy"]);
+    const lines: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    try {
+      lazy(() => blocks(x, w, 6)).data();
+      lazy(() => x.add(1).exp(), { maxOps: 1 }).data();
+      lazy(() => {
+        const y = x.add(1);
+        markStep();
+        return y.exp();
+      }).data();
+    } finally {
+      spy.mockRestore();
+    }
+    const cuts = lines.filter((l) => l.startsWith("[kiln:lazy] cut:"));
+    expect(cuts.some((l) => /ops \d+\.\. of the region repeat .*loop's next iteration/.test(l)))
+      .toBe(true);
+    expect(cuts.some((l) => /the region reached maxOps \(1\)/.test(l))).toBe(true);
+    expect(cuts.some((l) => /cut: 1 op: markStep\(\) \(1 result\)/.test(l))).toBe(true);
+  });
+});
+
+describe("markStep and maxOps", () => {
+  const x = randn([3, 5], { generator: new Generator(3) });
+
+  it("markStep runs what is pending now; later ops start a new program", () => {
+    let before: Tensor | undefined;
+    const out = lazy(() => {
+      const a = x.exp().sum(-1);
+      before = a;
+      markStep();
+      return a.mul(2).add(x.sum(-1));
+    });
+    expect(isPending(before!)).toBe(false);
+    expect(isPending(out)).toBe(true);
+    expect(lazyStats()).toMatchObject({ graphs: 1, stepCuts: 1 });
+    expectSame(out, x.exp().sum(-1).mul(2).add(x.sum(-1)));
+    expect(lazyStats().graphs).toBe(2);
+  });
+
+  it("markStep with nothing pending does nothing, and is never needed for values", () => {
+    markStep();
+    lazy(() => {
+      markStep();
+      return x.add(1);
+    }).data();
+    markStep();
+    expect(lazyStats()).toMatchObject({ graphs: 1, stepCuts: 0 });
+  });
+
+  it("maxOps bounds the pending region", () => {
+    const f = () => {
+      let y = x;
+      for (let i = 0; i < 25; i++) y = i % 2 === 0 ? y.add(i) : y.mul(0.9);
+      return y;
+    };
+    expectSame(lazy(f, { maxOps: 10, cutRepeats: false }), f());
+    expect(lazyStats()).toMatchObject({ sizeCuts: 2, graphs: 3 });
+    expect(() => lazy(f, { maxOps: 0 })).toThrow(/lazy: maxOps must be an integer >= 1, got 0/);
+  });
+});
+
+describe("GPT-2 generation under lazy()", () => {
+  manualSeed(0);
+  const model = new GPT2(tinyConfig);
+  model.eval();
+  const prompt = randint(0, tinyConfig.vocabSize, [1, 5], { generator: new Generator(4) });
+
+  it("static cache: eager's tokens, and compiles that do not grow with the tokens", () => {
+    const opts = { staticCache: true, cacheLength: 31 };
+    const compiles = (n: number) => {
+      setDefaultProgramCache(new ProgramCache({ disk: false }));
+      clearLazyGraphs();
+      resetLazyStats();
+      const got = lazy(() => model.generate(prompt, { ...opts, maxNewTokens: n }));
+      expect(got.toArray()).toEqual(model.generate(prompt, { ...opts, maxNewTokens: n }).toArray());
+      const s = lazyStats();
+      expect(s.repeatCuts).toBeGreaterThan(n);
+      expect(s.depthCuts).toBe(0);
+      return s.compiled;
+    };
+    // After the first tokens (the prompt, the first steps while cuts learn what to return),
+    // every step runs programs already compiled: 16 more tokens compile nothing more.
+    const few = compiles(10);
+    expect(compiles(26)).toBe(few);
+  });
+
+  it("growing cache: eager's tokens, and compiles that do not grow with the tokens", () => {
+    const compiles = (n: number) => {
+      setDefaultProgramCache(new ProgramCache({ disk: false }));
+      clearLazyGraphs();
+      resetLazyStats();
+      const got = lazy(() => model.generate(prompt, { maxNewTokens: n }));
+      expect(got.toArray()).toEqual(model.generate(prompt, { maxNewTokens: n }).toArray());
+      const s = lazyStats();
+      expect(s.depthCuts).toBe(0);
+      // The KV cache grows by one position per step: those ops run eagerly between programs.
+      expect(s.eagerOps).toBeGreaterThan(0);
+      return s.compiled;
+    };
+    const few = compiles(10);
+    expect(compiles(22)).toBe(few);
+  });
+});
