@@ -44,6 +44,7 @@ export {
 export {
   cacheStats,
   resetCacheStats,
+  formatCacheStats,
   setCompileMode,
   compileMode,
   CompileNeverError,

@@ -7,7 +7,7 @@
 // variables, likely breaks). `toString()` is the report the CLI prints.
 
 import { printHlo } from "../ir/print.ts";
-import { backendTier, compileMode, getBackend } from "../runtime/index.ts";
+import { backendTier, getBackend } from "../runtime/index.ts";
 import { nativeUnavailableReason } from "../runtime/native/backend.ts";
 import type { Module as NNModule } from "../tensor/nn/module.ts";
 import {
@@ -93,9 +93,9 @@ export function explainWith(
   const c = compile(target as AnyFunction, {
     ...options,
     fullgraph: false,
-    // Cache-only mode: the warmed-up disk cache answers, as it does for compile(); otherwise
-    // explaining leaves nothing on disk.
-    cache: options.cache ?? (compileMode() === "never" ? "disk" : "memory"),
+    // The process-wide cache, disk included, as compile() uses: a warm-up run then leaves what
+    // a cache-only run (KILN_COMPILE=never) of the same code will ask for.
+    cache: options.cache ?? "disk",
   });
   (c as unknown as (...a: unknown[]) => unknown)(...args);
   const internals = c[INTERNALS];
