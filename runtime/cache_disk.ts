@@ -140,17 +140,30 @@ function parseKey(text: string): ProgramKey | undefined {
 
 // ---- The entry format ------------------------------------------------------------------------
 
-function entryMac(secret: Uint8Array, key: string, signed: Uint8Array): Buffer {
+/**
+ * HMAC-SHA256 under `secret` over `domain` (which store: program or library entries), the key
+ * an entry is read for (length-prefixed) and the entry's bytes before the MAC: the one MAC of
+ * both disk caches.
+ */
+export function keyedMac(
+  secret: Uint8Array,
+  domain: Uint8Array,
+  key: string,
+  signed: Uint8Array,
+): Buffer {
   const keyBytes = Buffer.from(key, "utf8");
   const len = Buffer.alloc(4);
   len.writeUInt32LE(keyBytes.length, 0);
   return createHmac("sha256", secret)
-    .update(MAC_DOMAIN)
+    .update(domain)
     .update(len)
     .update(keyBytes)
     .update(signed)
     .digest();
 }
+
+const entryMac = (secret: Uint8Array, key: string, signed: Uint8Array): Buffer =>
+  keyedMac(secret, MAC_DOMAIN, key, signed);
 
 /**
  * An entry file:

@@ -15,7 +15,7 @@
 // `getOrBuild` takes a per-key lock file, so processes starting together build a library once.
 // When the directory cannot be trusted the store warns once and keeps its entries in memory.
 
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
 import {
   closeSync,
   constants,
@@ -37,6 +37,7 @@ import {
   type EntryFile,
   errorCode,
   evictEntryFiles,
+  keyedMac,
   nextStamp,
   scanEntryFiles,
   SECRET_TEMP_NAME,
@@ -122,17 +123,8 @@ export function libEntryName(key: string): string {
   return `${createHash("sha256").update(key, "utf8").digest("hex")}${LIB_SUFFIX}`;
 }
 
-function mac(secret: Uint8Array, key: string, signed: Uint8Array): Buffer {
-  const keyBytes = Buffer.from(key, "utf8");
-  const len = Buffer.alloc(4);
-  len.writeUInt32LE(keyBytes.length, 0);
-  return createHmac("sha256", secret)
-    .update(MAC_DOMAIN)
-    .update(len)
-    .update(keyBytes)
-    .update(signed)
-    .digest();
-}
+const mac = (secret: Uint8Array, key: string, signed: Uint8Array): Buffer =>
+  keyedMac(secret, MAC_DOMAIN, key, signed);
 
 /**
  * An entry:
