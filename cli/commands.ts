@@ -15,7 +15,6 @@ import {
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { compile, type CompileStats, describeGuard } from "../compiler/index.ts";
-import { checkOptionsObject } from "../compiler/config.ts";
 import { REPLAY_COST } from "../compiler/explain.ts";
 import type { Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
@@ -343,15 +342,10 @@ function fmt(x: number | undefined): string {
 }
 
 /**
- * compile() of the model with the file's `compileOptions` under the command line's; a bad
- * `compileOptions` (an unknown key, a `dynamic` key naming no argument) is the file's error.
+ * compile() of the model with the file's `compileOptions` (checked when the file was loaded,
+ * cli/load.ts) under the command line's.
  */
 function compileModel(model: LoadedModel, backend: string | undefined) {
-  try {
-    checkOptionsObject(model.compileOptions);
-  } catch (e) {
-    throw new CliError(EXIT.load, `'${model.name}': compileOptions: ${(e as Error).message}`, e);
-  }
   return compile(model.target as (...a: unknown[]) => unknown, {
     cache: "disk",
     ...model.compileOptions,

@@ -15,6 +15,7 @@
 import { existsSync, statSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { checkOptionsObject } from "../compiler/config.ts";
 import type { CompileOptions } from "../compiler/index.ts";
 import { nn } from "../index.ts";
 import { zoo } from "../models/index.ts";
@@ -118,6 +119,12 @@ export async function loadModel(path: string, config = "tiny"): Promise<LoadedMo
   const optionsExport = ns["compileOptions"] ?? {};
   if (!isRecord(optionsExport)) {
     throw new CliError(EXIT.load, `'${path}': 'compileOptions' is exported but is not an object`);
+  }
+  // An unknown key is the file's error for every command (explain too), not a tracing failure.
+  try {
+    checkOptionsObject(optionsExport);
+  } catch (e) {
+    throw new CliError(EXIT.load, `'${path}': compileOptions: ${(e as Error).message}`, e);
   }
   const inputs =
     typeof inputsExport === "function"

@@ -131,10 +131,14 @@ describe("kiln: the small things", () => {
   });
 
   it("a misspelt key in a model file's compileOptions is the file's error", () => {
-    const r = kiln("recompiles", "test/cli/fixtures/bad_options_fn.ts", "--shapes", "batch=1");
-    expect(r.code).toBe(3);
-    expect(r.stderr.trim()).toMatch(
-      /^kiln recompiles: 'test\/cli\/fixtures\/bad_options_fn\.ts': compileOptions: compile: no option 'recompileLimt'; did you mean 'recompileLimit'\?/,
-    );
+    for (const cmd of ["recompiles", "run", "explain"]) {
+      const args = cmd === "recompiles" ? ["--shapes", "batch=1"] : [];
+      const r = kiln(cmd, "test/cli/fixtures/bad_options_fn.ts", ...args);
+      expect(r.code, cmd).toBe(3);
+      expect(r.stderr.trim()).toMatch(new RegExp(
+        `^kiln ${cmd}: 'test/cli/fixtures/bad_options_fn\\.ts': compileOptions: compile: no ` +
+          "option 'recompileLimt'; did you mean 'recompileLimit'\\?",
+      ));
+    }
   });
 });
