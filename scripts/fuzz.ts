@@ -23,6 +23,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
+import { rng } from "../test/passes/support.ts";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -245,17 +246,10 @@ export function formatReports(reports: readonly CategoryReport[], verbose = fals
 
 // ---- the child: one case at a time ---------------------------------------------------------
 
-/** A deterministic PRNG (mulberry32) per (category, seed, index). */
+/** The tests' deterministic PRNG (mulberry32), seeded per (category, seed, index). */
 function rngFor(category: string, seed: number, index: number): () => number {
   const h = createHash("sha256").update(`${category}:${seed}:${index}`).digest();
-  let a = h.readUInt32LE(0);
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return rng(h.readUInt32LE(0));
 }
 
 const BUILTIN_ERRORS = [TypeError, RangeError, ReferenceError, SyntaxError, URIError, EvalError];
