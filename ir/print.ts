@@ -16,7 +16,7 @@ import {
 import { type Literal, toStored } from "./literal.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
 import type { Opcode } from "./opcodes.ts";
-import { type ElementType, shapeToString } from "./shape.ts";
+import { type ElementType, isFloatType, shapeToString } from "./shape.ts";
 
 export interface PrintOptions {
   /** Print `metadata={...}` (default true). */
@@ -27,6 +27,13 @@ export interface PrintOptions {
    * order). Two modules that differ only in names print the same (the fingerprint's text).
    */
   canonicalNames?: boolean;
+  /**
+   * Print what XLA takes as the default when it is absent and Kiln keeps when it is written: a
+   * shape's default layout and a compare's default `type=` (default true). False leaves them out,
+   * so a module as XLA writes it (a layout on every shape, every compare's type) prints the same
+   * as Kiln's: the fingerprint's text.
+   */
+  defaults?: boolean;
 }
 
 /** Every attribute key of the text form (what comes before `=` after the operand list). */
@@ -208,6 +215,15 @@ const word = (x: string | undefined): Printed | undefined =>
   x === undefined ? undefined : { text: x, isDefault: false };
 const comp = (c: Computation | undefined, n: Names): Printed | undefined =>
   c === undefined ? undefined : { text: `%${n.comp(c)}`, isDefault: false };
+
+/** XLA's Comparison::DefaultComparisonType: FLOAT for floats, SIGNED for s*, else UNSIGNED. */
+function isDefaultCompareType(instr: Instruction): boolean {
+  const t = instr.operands[0]?.shape;
+  if (t === undefined || t.kind !== "array") return false;
+  const ctype = instr.attrs.comparisonType;
+  if (isFloatType(t.type)) return ctype === "FLOAT";
+  return ctype === (t.type.startsWith("s") ? "SIGNED" : "UNSIGNED");
+}
 
 /** True when a conditional is printed in the `true_computation=, false_computation=` form. */
 export function isPredConditional(instr: Instruction): boolean {
@@ -511,13 +527,14 @@ export function printInstruction(instr: Instruction, options: PrintOptions = {})
 
 function instructionText(instr: Instruction, options: PrintOptions, n: Names): string {
   const root = instr.parent.instructions.length > 0 && instr.isRoot ? "ROOT " : "";
-  let out = `${root}%${n.instr(instr)} = ${shapeToString(instr.shape)} ${instr.opcode}`;
+  const layouts = options.defaults === false ? "non-default" : true;
+  let out = `${root}%${n.instr(instr)} = ${shapeToString(instr.shape, layouts)} ${instr.opcode}`;
   if (instr.opcode === "parameter") {
     out += `(${instr.attrs.parameterNumber ?? 0})`;
   } else if (instr.opcode === "constant") {
     out += `(${instr.attrs.literal ? printLiteral(instr.attrs.literal) : ""})`;
   } else {
-    const ops = instr.operands.map((op) => `${shapeToString(op.shape)} %${n.instr(op)}`);
+    const ops = instr.operands.map((op) => `${shapeToString(op.shape, layouts)} %${n.instr(op)}`);
     out += `(${ops.join(", ")})`;
   }
   const attrs: string[] = [];
@@ -526,6 +543,7 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
     const { key, optional } = slotKey(slot);
     const p = ATTR_PRINTERS[key](instr, n);
     if (p === undefined || (optional && p.isDefault)) continue;
+    if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
   }
   const extra: AttrKey[] = ["backend_config"];

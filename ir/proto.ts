@@ -49,6 +49,7 @@ import {
   type Shape,
   shapeToString,
   ELEMENT_TYPES,
+  isDefaultLayout,
 } from "./shape.ts";
 import {
   type HloComputationProto,
@@ -334,6 +335,14 @@ function instructionToProto(
       return id;
     }),
   });
+  // XLA's loader (HloInstruction::CreateFromProto) requires a constant's shape to equal its
+  // literal's in layout, and a LiteralProto always has one: give a constant without a layout the
+  // default (descending) layout the literal is written with. The reader drops it again.
+  if (instr.opcode === "constant" && instr.shape.kind === "array" && !instr.shape.layout) {
+    p.shape!.layout = create(LayoutProtoSchema, {
+      minorToMajor: defaultMinorToMajor(instr.shape.dims.length),
+    });
+  }
   const at = (field: string) => `${field} of ${where}`;
   if (a.parameterNumber !== undefined) {
     p.parameterNumber = i64(a.parameterNumber, at("parameter_number"));
@@ -464,6 +473,11 @@ function metadataToProto(m: Metadata, what: string): OpMetadata | undefined {
   return Object.keys(metadataFromProto(p) ?? {}).length > 0 ? p : undefined;
 }
 
+/** XLA's default layout of a rank-`rank` array: minor_to_major {rank-1, ..., 0}. */
+function defaultMinorToMajor(rank: number): bigint[] {
+  return Array.from({ length: rank }, (_, k) => BigInt(rank - 1 - k));
+}
+
 /**
  * A literal with XLA's default (row-major, descending) layout, which XLA requires of every
  * LiteralProto and which matches the row-major order Literal keeps its data in.
@@ -475,9 +489,7 @@ function literalToProto(lit: Literal): LiteralProto {
       elementType: PRIMITIVE_TYPE[lit.type],
       dimensions: lit.dims.map((d) => BigInt(d)),
       isDynamicDimension: lit.dims.map(() => false),
-      layout: create(LayoutProtoSchema, {
-        minorToMajor: Array.from({ length: rank }, (_, k) => BigInt(rank - 1 - k)),
-      }),
+      layout: create(LayoutProtoSchema, { minorToMajor: defaultMinorToMajor(rank) }),
     }),
   });
   const data = lit.data;
@@ -840,7 +852,13 @@ class Reader {
     const info = OPCODE_INFO[opcode];
     const rule: OpRule = OP_RULES[opcode];
     if (!ip.shape) throw new ProtoError(`${where}: missing shape`);
-    const shape = shapeFromProto(ip.shape, `${where}: shape`);
+    let shape = shapeFromProto(ip.shape, `${where}: shape`);
+    if (opcode === "constant" && shape.kind === "array" && shape.layout && isDefaultLayout(shape.layout)) {
+      // The writer gives every constant XLA's default layout (see instructionToProto); on a
+      // constant it says nothing the literal does not, so it reads back as no layout.
+      const { layout: _default, ...rest } = shape;
+      shape = rest;
+    }
     if (rule.result === "array" && shape.kind === "tuple") {
       throw new ProtoError(
         `${where}: ${opcode} needs an array shape, got the tuple shape ${shapeToString(shape)}`,

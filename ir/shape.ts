@@ -191,12 +191,23 @@ export function withType(s: ArrayShape, type: ElementType): ArrayShape {
   return { kind: "array", type, dims: s.dims, dynamic: s.dynamic };
 }
 
-/** XLA's text form: `f32[2,<=8]{1,0}`, `(f32[2], s32[])`, `pred[]`. */
-export function shapeToString(s: Shape, withLayout = true): string {
+/** Whether `layout` is XLA's default for its rank: minor_to_major {rank-1, ..., 0}. */
+export function isDefaultLayout(layout: readonly number[]): boolean {
+  return layout.every((d, k) => d === layout.length - 1 - k);
+}
+
+/**
+ * XLA's text form: `f32[2,<=8]{1,0}`, `(f32[2], s32[])`, `pred[]`. `withLayout` "non-default"
+ * leaves out a layout that is the default one (which means the same as none, in Kiln and XLA).
+ */
+export function shapeToString(s: Shape, withLayout: boolean | "non-default" = true): string {
   if (s.kind === "tuple") {
     return `(${s.elements.map((e) => shapeToString(e, withLayout)).join(", ")})`;
   }
   const dims = s.dims.map((d, i) => (s.dynamic[i] ? `<=${d}` : `${d}`)).join(",");
-  const layout = withLayout && s.layout ? `{${s.layout.join(",")}}` : "";
+  const shown =
+    s.layout !== undefined &&
+    (withLayout === true || (withLayout === "non-default" && !isDefaultLayout(s.layout)));
+  const layout = shown ? `{${s.layout!.join(",")}}` : "";
   return `${s.type}[${dims}]${layout}`;
 }
