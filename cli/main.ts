@@ -21,6 +21,7 @@ import {
   runCommand,
 } from "./commands.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { exportCommand, type ExportFormat } from "./export.ts";
 import { type LoadedModel, loadModel } from "./load.ts";
 import { parseShapes, parseSpec, type SizeSpec } from "./spec.ts";
 
@@ -202,6 +203,19 @@ function buildProgram(
         { spec: specOf(f), backends, iterations, json: f.json },
         out,
       );
+    });
+
+  modelCommand(program, "export", "the captured program as an XLA HLO proto or text file")
+    .option("--shape <spec>", "input sizes, e.g. batch=2,seq=128")
+    .addOption(
+      new Option("--format <format>", "output format")
+        .choices(["hlo-proto", "hlo-text"])
+        .default("hlo-proto"),
+    )
+    .requiredOption("--out <file>", "the file to write")
+    .action(async (path: string, f: ModelFlags & { format: ExportFormat; out: string }) => {
+      const model = await load(path, f.config);
+      result.code = exportCommand(model, { spec: specOf(f), format: f.format, out: f.out }, out);
     });
 
   program
