@@ -6,7 +6,7 @@
 // imported the suite says so and skips.
 
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -52,6 +52,11 @@ function jobs(): Job[] {
   const out: Job[] = [];
   for (const [name, entry] of Object.entries(CORPUS)) {
     out.push({ name: `corpus/${name}`, module: entry.build(), inputs: entry.inputs() });
+  }
+  // The fusion pass's golden files: Kiln's fusions (kLoop/kInput/kOutput) as XLA must load them.
+  const golden = join(import.meta.dirname, "..", "passes", "golden_fusion");
+  for (const f of readdirSync(golden).filter((f) => f.endsWith(".hlo")).sort()) {
+    out.push({ name: `golden_fusion/${f}`, module: parseHlo(readFileSync(join(golden, f), "utf8")) });
   }
   for (const name of Object.keys(zoo)) {
     manualSeed(0);
