@@ -56,7 +56,8 @@ function jobs(): Job[] {
   // The fusion pass's golden files: Kiln's fusions (kLoop/kInput/kOutput) as XLA must load them.
   const golden = join(import.meta.dirname, "..", "passes", "golden_fusion");
   for (const f of readdirSync(golden).filter((f) => f.endsWith(".hlo")).sort()) {
-    out.push({ name: `golden_fusion/${f}`, module: parseHlo(readFileSync(join(golden, f), "utf8")) });
+    const module = parseHlo(readFileSync(join(golden, f), "utf8"));
+    out.push({ name: `golden_fusion/${f}`, module });
   }
   for (const name of Object.keys(zoo)) {
     manualSeed(0);
