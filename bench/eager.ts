@@ -7,7 +7,8 @@
 // against the fused executable run alone. Every figure is the best of several trials, so
 // background noise inflates nothing. Target: <= 10 us overhead per cached eager op on small
 // tensors, on the default backend. The interpreter rows show the same overheads over a slow
-// kernel. Prints a table; never used by tests.
+// kernel. A second table times whole cached calls on 8x8 tensors in CPU time on every compiled
+// backend (issue #15's target: <= 5 us per call). Prints tables; never used by tests.
 //
 //   npm run bench:eager            (or: npx tsx bench/eager.ts [--n 20000] [--trials 5])
 
@@ -15,6 +16,7 @@ import { ModuleBuilder } from "../ir/builder.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
 import type { Literal } from "../ir/literal.ts";
 import {
+  backendNames,
   type Executable,
   getBackend,
   ProgramCache,
@@ -34,6 +36,8 @@ import {
   add,
   lastLazyGraph,
   lazy,
+  matmul,
+  mul,
   relu,
   sum,
   type Tensor,
@@ -48,6 +52,8 @@ function arg(name: string, fallback: number): number {
 const N = arg("n", 20000);
 const TRIALS = arg("trials", 5);
 const TARGET_US = 10;
+/** Issue #15: a whole cached eager op on small tensors, in CPU microseconds. */
+const CACHED_TARGET_US = 5;
 
 /** Microseconds per call of `fn` (called `n` times per trial), best of TRIALS, after a warm-up. */
 function usPer(n: number, fn: () => void): number {
@@ -136,6 +142,38 @@ function eagerRows(backend: string, x: Tensor, y: Tensor): string[] {
   return rows;
 }
 
+/** CPU microseconds per call of `fn` (process time, so a busy neighbour inflates nothing). */
+function cpuUsPer(n: number, fn: () => void): number {
+  for (let i = 0; i < Math.min(n, 2000); i++) fn();
+  let best = Infinity;
+  for (let t = 0; t < TRIALS; t++) {
+    const c0 = process.cpuUsage();
+    for (let i = 0; i < n; i++) fn();
+    const c = process.cpuUsage(c0);
+    best = Math.min(best, (c.user + c.system) / n);
+  }
+  return best;
+}
+
+/** A whole cached eager call on 8x8 float32 tensors, per backend: the <= 5 us target (#15). */
+function cachedOpRow(backend: string): string {
+  setEagerBackend(backend);
+  const a = tensor(Array.from({ length: 64 }, (_, i) => i / 10)).reshape([8, 8]);
+  const b = tensor(Array.from({ length: 64 }, (_, i) => 1 - i / 50)).reshape([8, 8]);
+  const ops: (() => Tensor)[] = [
+    () => add(a, b),
+    () => mul(a, b),
+    () => relu(a),
+    () => sum(a),
+    () => matmul(a, b),
+  ];
+  const us = ops.map((f) => cpuUsPer(N, () => (sink = f())));
+  setEagerBackend(undefined);
+  const worst = Math.max(...us);
+  const verdict = worst <= CACHED_TARGET_US ? "ok" : "OVER";
+  return `${backend.padEnd(12)} ${us.map(fmt).join(" ")}   ${verdict}`;
+}
+
 function lazyRows(backend: string, x: Tensor, y: Tensor): string[] {
   const options = { backend };
   // Recording only: a scope of 100 ops, never observed.
@@ -178,6 +216,18 @@ function main(): void {
       `${"kernel".padStart(9)} ${"overhead".padStart(9)}   target <= ${TARGET_US} us (default)`,
   );
   for (const b of backends) for (const row of eagerRows(b, x, y)) console.log(row);
+  console.log("");
+  console.log(
+    `cached eager op on 8x8 float32, whole call (CPU us per call; target <= ${CACHED_TARGET_US})`,
+  );
+  console.log(
+    `${"backend".padEnd(12)} ${["add", "mul", "relu", "sum", "matmul"]
+      .map((h) => h.padStart(9))
+      .join(" ")}`,
+  );
+  for (const b of backendNames().filter((n) => n !== "interpreter")) {
+    console.log(cachedOpRow(b));
+  }
   console.log("");
   console.log("lazy (record per op; a 3-op step add+relu+sum recorded and realized per graph)");
   console.log(

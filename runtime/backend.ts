@@ -5,7 +5,7 @@
 // UnsupportedError at compile time naming the instruction, the opcode and why.
 
 import type { EvalValue } from "../ir/evaluate.ts";
-import type { Literal } from "../ir/literal.ts";
+import type { Literal, LiteralData } from "../ir/literal.ts";
 import type { Module } from "../ir/module.ts";
 
 /** A compiled program. `run` is synchronous and never mutates its inputs. */
@@ -18,6 +18,12 @@ export interface Executable {
    * arrays); a tuple result comes back as an array of values, an array result as a Literal.
    */
   run(inputs: readonly EvalValue[]): EvalValue;
+  /**
+   * Optional fast entry for a caller that guarantees what `run` checks (the eager op cache: its
+   * key fixes every operand's type and dims, so a hit's arguments conform): the argument leaves'
+   * data in parameter order, no checks; returns fresh result buffers in leaf order.
+   */
+  runLeaves?(args: readonly LiteralData[]): LiteralData[];
 }
 
 /**
@@ -91,8 +97,12 @@ export class UnsupportedError extends Error {
 
 const registry = new Map<string, Backend>();
 
+/** The default backend, computed once per registration (eager ops ask for it on every call). */
+let defaultBackend: Backend | undefined;
+
 export function registerBackend(backend: Backend): void {
   registry.set(backend.name, backend);
+  defaultBackend = undefined;
 }
 
 const availability = new Map<Backend, boolean>();
@@ -122,9 +132,10 @@ export function backendTier(name: string): Tier {
 /** The backend called `name`, or the default (highest priority) one. */
 export function getBackend(name?: string): Backend {
   if (name === undefined) {
+    if (defaultBackend !== undefined) return defaultBackend;
     const first = backendNames()[0];
     if (first === undefined) throw new Error("no Kiln backend is registered");
-    return registry.get(first)!;
+    return (defaultBackend = registry.get(first)!);
   }
   const b = registry.get(name);
   if (!b) {

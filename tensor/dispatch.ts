@@ -24,7 +24,7 @@ import {
 } from "../ir/literal.ts";
 import type { Instruction, Module } from "../ir/module.ts";
 import { optimizationPipeline } from "../passes/index.ts";
-import { arrayShape, shapeToString } from "../ir/shape.ts";
+import { arrayShape, type Shape, shapeToString } from "../ir/shape.ts";
 import {
   defaultProgramCache,
   getBackend,
@@ -46,6 +46,7 @@ import {
   type Tail,
 } from "./args.ts";
 import {
+  type DType,
   fromElementType,
   isIntScalar,
   type Scalar,
@@ -153,6 +154,13 @@ export function withMode<T>(m: DispatchMode, fn: () => T): T {
 interface CacheEntry {
   readonly exe: Executable;
   readonly tuple: boolean;
+  /** Use stamp: the eager cache evicts the least recently used entry (lowest stamp) first. */
+  used: number;
+  /**
+   * The cache-hit fast path (`Executable.runLeaves`): each result leaf's dtype and frozen dims,
+   * when the executable has that entry and no result is a half type (those are re-encoded).
+   */
+  readonly outs?: readonly { readonly dtype: DType; readonly dims: readonly number[] }[];
   /**
    * The op only re-views one operand's elements (a reshape, a contiguous slice): the result
    * shares that operand's storage (tensors are immutable), so no kernel runs and nothing is
@@ -204,6 +212,7 @@ function viewOf(module: Module): CacheEntry["view"] {
 
 const cache = new Map<string, CacheEntry>();
 const counters = { hits: 0, misses: 0, evictions: 0 };
+let clock = 0;
 let capacity = 4096;
 let eagerBackend: string | undefined;
 
@@ -248,8 +257,17 @@ export function eagerBackendName(): string | undefined {
 
 function evict(): void {
   while (cache.size > capacity) {
-    const oldest = cache.keys().next().value as string;
-    cache.delete(oldest);
+    // A scan, only when over capacity (after a miss, which compiled or loaded a program): hits
+    // just stamp their entry, instead of moving it to the end of the map.
+    let oldest: string | undefined;
+    let stamp = Infinity;
+    for (const [k, e] of cache) {
+      if (e.used < stamp) {
+        stamp = e.used;
+        oldest = k;
+      }
+    }
+    cache.delete(oldest!);
     counters.evictions++;
   }
 }
@@ -282,8 +300,19 @@ function keyOf(v: unknown): string {
   }
 }
 
+/** Shape key text by shape array: a tensor's shape is frozen, and results share their entry's. */
+const shapeText = new WeakMap<readonly number[], string>();
+
 function operandKey(o: Operand): string {
-  if (o instanceof Tensor) return `${o.dtype}[${o.shape.join(",")}]`;
+  if (o instanceof Tensor) {
+    const shape = o.shape;
+    let t = shapeText.get(shape);
+    if (t === undefined) {
+      t = shape.join(",");
+      if (Object.isFrozen(shape)) shapeText.set(shape, t);
+    }
+    return `${o.dtype}[${t}]`;
+  }
   return `#${scalarDType(o)}`;
 }
 
@@ -370,7 +399,7 @@ function compile(
   if (view !== undefined && operands[view.operand] instanceof Tensor) {
     // Still compiled (verified, and run by nothing): a view needs no executable, but keeping
     // one keeps every entry alike.
-    return { exe: interpreterBackend.compile(module), tuple, view };
+    return { exe: interpreterBackend.compile(module), tuple, view, used: 0 };
   }
   // Through the program cache's disk (not its memory: this map is the memory), so a warmed-up
   // cache serves eager ops in a new process too, and the cache-only mode covers them.
@@ -389,16 +418,56 @@ function compile(
     } as const,
   };
   const programs = defaultProgramCache();
+  let exe: Executable;
   try {
-    const r = programs.getOrCompile(module, backend, EAGER_KEY, undefined, request);
-    return { exe: r.executable, tuple };
+    exe = programs.getOrCompile(module, backend, EAGER_KEY, undefined, request).executable;
   } catch (e) {
     // The interpreter runs every opcode; a faster backend may decline a module.
     if (!(e instanceof UnsupportedError) || backend.name === interpreterBackend.name) throw e;
     log("cache", () => `eager: ${op.name} falls back to the interpreter: ${e.message}`);
-    const exe = programs.getOrCompile(module, interpreterBackend, EAGER_KEY, undefined, request);
-    return { exe: exe.executable, tuple };
+    exe = programs.getOrCompile(module, interpreterBackend, EAGER_KEY, undefined, request)
+      .executable;
   }
+  const outs = exe.runLeaves ? fastOuts(module.entry.root.shape) : undefined;
+  return outs ? { exe, tuple, used: 0, outs } : { exe, tuple, used: 0 };
+}
+
+/** Each result leaf's dtype and frozen dims, or undefined when the fast path cannot serve them. */
+function fastOuts(root: Shape): CacheEntry["outs"] {
+  const leaves = root.kind === "tuple" ? root.elements : [root];
+  const outs: { dtype: DType; dims: readonly number[] }[] = [];
+  for (const l of leaves) {
+    if (l.kind !== "array" || l.dynamic.some((d) => d)) return undefined;
+    const dtype = fromElementType(l.type);
+    if (dtype === "float16" || dtype === "bfloat16") return undefined;
+    outs.push({ dtype, dims: Object.freeze([...l.dims]) });
+  }
+  return outs;
+}
+
+/**
+ * A cache hit through `Executable.runLeaves`: the key guarantees every operand's dtype and
+ * shape, so the arguments go in as their storage and the results come out as tensors without
+ * the checks `run` and the constructors make. Undefined when an operand is a half type (those
+ * are decoded to f32 literals first): the caller takes the checked path.
+ */
+function runFast(entry: CacheEntry, operands: readonly Operand[]): Tensor | Tensor[] | undefined {
+  const args: LiteralData[] = [];
+  for (const o of operands) {
+    if (o instanceof Tensor) {
+      const impl = o.realize();
+      if (impl.dtype === "float16" || impl.dtype === "bfloat16") return undefined;
+      args.push(impl.storage as LiteralData);
+    } else {
+      args.push(operandLiteral(o).data);
+    }
+  }
+  const bufs = entry.exe.runLeaves!(args);
+  const outs = entry.outs!;
+  if (!entry.tuple) {
+    return new Tensor(new ConcreteImpl(outs[0]!.dtype, outs[0]!.dims, bufs[0]!, true));
+  }
+  return outs.map((r, k) => new Tensor(new ConcreteImpl(r.dtype, r.dims, bufs[k]!, true)));
 }
 
 // Eager programs are keyed apart from whole programs of the same module (compiled with hints).
@@ -422,14 +491,19 @@ export const eagerMode: DispatchMode = {
     if (entry) {
       counters.hits++;
       noteExecutableHit(entry.exe, "memory");
-      cache.delete(key); // re-inserted below: Map order is the LRU order
+      entry.used = ++clock;
+      if (entry.outs !== undefined) {
+        const r = runFast(entry, operands);
+        if (r !== undefined) return r;
+      }
     } else {
       counters.misses++;
       entry = compile(op, operands, attrs, backend);
+      entry.used = ++clock;
       log("cache", () => `eager miss: ${key}`);
+      cache.set(key, entry);
+      evict();
     }
-    cache.set(key, entry);
-    evict();
     const view = entry.view;
     if (view !== undefined) {
       const src = (operands[view.operand] as Tensor).realize();

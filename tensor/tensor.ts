@@ -28,7 +28,17 @@ export class ConcreteImpl implements TensorImpl {
   readonly shape: readonly number[];
   readonly storage: Storage;
 
-  constructor(dtype: DType, shape: readonly number[], storage: Storage) {
+  /**
+   * `trusted`: the eager op cache's results, whose dims (already frozen) and storage come from a
+   * verified program, skip the checks; everything else is checked.
+   */
+  constructor(dtype: DType, shape: readonly number[], storage: Storage, trusted?: true) {
+    if (trusted) {
+      this.dtype = dtype;
+      this.shape = shape;
+      this.storage = storage;
+      return;
+    }
     for (const [i, d] of shape.entries()) {
       if (!Number.isInteger(d) || d < 0) {
         throw new Error(`tensor shape ${shapeString(shape)}: dim ${i} must be an integer >= 0`);

@@ -238,22 +238,27 @@ function instantiate(module: () => Module, program: StaticProgram): JsExecutable
       });
       const args: LiteralData[] = [];
       for (const v of inputs) leafData(v, args);
-      const results: LiteralData[] = [];
-      allocResults(root, results);
-      // One arena per executable; a nested run (never expected) gets its own.
-      const reentrant = busy;
-      const v = reentrant
-        ? fns.views(arenaBuffer(module, fns.arenaBytes))
-        : (views ??= fns.views(arenaBuffer(module, fns.arenaBytes)));
-      busy = true;
-      try {
-        fns.entry(v, ...args, ...results);
-      } finally {
-        if (!reentrant) busy = false;
-      }
-      return resultValue(root, results, { i: 0 });
+      return resultValue(root, runLeaves(args), { i: 0 });
     },
+    runLeaves,
   };
+
+  function runLeaves(args: readonly LiteralData[]): LiteralData[] {
+    const results: LiteralData[] = [];
+    allocResults(root, results);
+    // One arena per executable; a nested run (never expected) gets its own.
+    const reentrant = busy;
+    const v = reentrant
+      ? fns.views(arenaBuffer(module, fns.arenaBytes))
+      : (views ??= fns.views(arenaBuffer(module, fns.arenaBytes)));
+    busy = true;
+    try {
+      fns.entry(v, ...args, ...results);
+    } finally {
+      if (!reentrant) busy = false;
+    }
+    return results;
+  }
 }
 
 // ---- The disk cache --------------------------------------------------------------------------

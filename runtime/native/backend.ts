@@ -444,12 +444,17 @@ function instantiate(
       });
       const args: LiteralData[] = [];
       for (const v of inputs) leafData(v, args);
-      const results: LiteralData[] = [];
-      allocResults(root, results, uninitializedResult);
-      a.runProgram(handle, args, results);
-      return resultValue(root, results, { i: 0 });
+      return resultValue(root, runLeaves(args), { i: 0 });
     },
+    runLeaves,
   };
+
+  function runLeaves(args: readonly LiteralData[]): LiteralData[] {
+    const results: LiteralData[] = [];
+    allocResults(root, results, uninitializedResult);
+    a.runProgram(handle, args, results);
+    return results;
+  }
 }
 
 // ---- The disk cache --------------------------------------------------------------------------
