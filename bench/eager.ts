@@ -55,14 +55,25 @@ const TARGET_US = 10;
 /** Issue #15: a whole cached eager op on small tensors, in CPU microseconds. */
 const CACHED_TARGET_US = 5;
 
-/** Microseconds per call of `fn` (called `n` times per trial), best of TRIALS, after a warm-up. */
-function usPer(n: number, fn: () => void): number {
+/** Wall-clock microseconds since some origin. */
+const wallUs = () => performance.now() * 1000;
+/** This process's CPU microseconds (user + system): a busy neighbour inflates nothing. */
+const cpuUs = () => {
+  const c = process.cpuUsage();
+  return c.user + c.system;
+};
+
+/**
+ * Microseconds per call of `fn` (called `n` times per trial) on `clock`, best of TRIALS, after
+ * a warm-up.
+ */
+function usPer(n: number, fn: () => void, clock: () => number = wallUs): number {
   for (let i = 0; i < Math.min(n, 2000); i++) fn();
   let best = Infinity;
   for (let t = 0; t < TRIALS; t++) {
-    const t0 = performance.now();
+    const t0 = clock();
     for (let i = 0; i < n; i++) fn();
-    best = Math.min(best, ((performance.now() - t0) * 1000) / n);
+    best = Math.min(best, (clock() - t0) / n);
   }
   return best;
 }
@@ -142,19 +153,6 @@ function eagerRows(backend: string, x: Tensor, y: Tensor): string[] {
   return rows;
 }
 
-/** CPU microseconds per call of `fn` (process time, so a busy neighbour inflates nothing). */
-function cpuUsPer(n: number, fn: () => void): number {
-  for (let i = 0; i < Math.min(n, 2000); i++) fn();
-  let best = Infinity;
-  for (let t = 0; t < TRIALS; t++) {
-    const c0 = process.cpuUsage();
-    for (let i = 0; i < n; i++) fn();
-    const c = process.cpuUsage(c0);
-    best = Math.min(best, (c.user + c.system) / n);
-  }
-  return best;
-}
-
 /** A whole cached eager call on 8x8 float32 tensors, per backend: the <= 5 us target (#15). */
 function cachedOpRow(backend: string): string {
   setEagerBackend(backend);
@@ -167,7 +165,7 @@ function cachedOpRow(backend: string): string {
     () => sum(a),
     () => matmul(a, b),
   ];
-  const us = ops.map((f) => cpuUsPer(N, () => (sink = f())));
+  const us = ops.map((f) => usPer(N, () => (sink = f()), cpuUs));
   setEagerBackend(undefined);
   const worst = Math.max(...us);
   const verdict = worst <= CACHED_TARGET_US ? "ok" : "OVER";
