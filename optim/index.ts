@@ -1,0 +1,14 @@
+// kiln/optim: optimizers (SGD, Adam, AdamW) over parameters whose `grad` is set, with PyTorch's
+// parameter groups and state-dict layout (docs/training.md).
+
+export {
+  Optimizer,
+  type GroupOptions,
+  type Hyper,
+  type OptimizerStateDict,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamState,
+} from "./optimizer.ts";
+export { SGD, type SGDOptions } from "./sgd.ts";
+export { Adam, AdamW, type AdamOptions } from "./adam.ts";
