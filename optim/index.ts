@@ -1,5 +1,5 @@
 // kiln/optim: optimizers (SGD, Adam, AdamW) over parameters whose `grad` is set, with PyTorch's
-// parameter groups and state-dict layout (docs/training.md).
+// parameter groups and state-dict layout, and LR schedulers (docs/training.md).
 
 export {
   Optimizer,
@@ -12,3 +12,12 @@ export {
 } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";
 export { Adam, AdamW, type AdamOptions } from "./adam.ts";
+export {
+  CosineAnnealingLR,
+  LambdaLR,
+  LinearLR,
+  LRScheduler,
+  MultiStepLR,
+  StepLR,
+  type SchedulerStateDict,
+} from "./lr_scheduler.ts";
