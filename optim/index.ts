@@ -1,5 +1,5 @@
 // kiln/optim: optimizers (SGD, Adam, AdamW) over parameters whose `grad` is set, with PyTorch's
-// parameter groups and state-dict layout, and LR schedulers (docs/training.md).
+// parameter groups and state-dict layout, LR schedulers and grad clipping (docs/training.md).
 
 export {
   Optimizer,
@@ -21,3 +21,4 @@ export {
   StepLR,
   type SchedulerStateDict,
 } from "./lr_scheduler.ts";
+export { clipGradNorm, clipGradValue } from "./clip.ts";

@@ -1,13 +1,22 @@
 // SGD / Adam / AdamW against PyTorch 1.13 trajectories (scripts/fixtures/gen_optim.py): two
 // params under fixed synthetic grads for 10 steps, one of them without a grad on step 4. Kiln
 // runs in float32 as PyTorch did; the bound is |kiln - torch| <= 1e-5 + 1e-5·|torch| per element
-// (float32 rounding of ~10 chained updates, divisions included for Adam).
+// (float32 rounding of ~10 chained updates, divisions included for Adam). Gradient clipping is
+// checked here too (on grads with closed-form norms), sharing this file's eager warm-up.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { opCacheStats, tensor, type Tensor } from "../../index.ts";
-import { Adam, AdamW, Optimizer, SGD, type ParamGroupInput } from "../../optim/index.ts";
+import {
+  Adam,
+  AdamW,
+  clipGradNorm,
+  clipGradValue,
+  Optimizer,
+  SGD,
+  type ParamGroupInput,
+} from "../../optim/index.ts";
 
 interface Case {
   name: string;
@@ -101,5 +110,40 @@ describe("optimizer mechanics", () => {
     optB.zeroGrad();
     expect(b.grad).toBeNull();
     expect(() => new SGD([a], { lr: 0.1, nesterov: true })).toThrow(/Nesterov/);
+  });
+});
+
+const withGrad = (g: number[]): Tensor => {
+  const p = tensor(g.map(() => 0));
+  p.grad = tensor(g);
+  return p;
+};
+const values = (t: Tensor | null) => Array.from((t as Tensor).data() as Float32Array);
+
+describe("gradient clipping", () => {
+  it("clipGradNorm returns the 2-norm over all grads and scales them to maxNorm", () => {
+    const a = withGrad([3, 0]);
+    const b = withGrad([0, -4]);
+    const none = tensor([1]); // grad null: ignored
+    expect(clipGradNorm([a, b, none], 1)).toBeCloseTo(5, 6);
+    const s = 1 / (5 + 1e-6);
+    values(a.grad).forEach((v, i) => expect(v).toBeCloseTo([3 * s, 0][i], 6));
+    values(b.grad).forEach((v, i) => expect(v).toBeCloseTo([0, -4 * s][i], 6));
+    expect(none.grad).toBeNull();
+  });
+
+  it("leaves grads alone under maxNorm; inf and 1 norms", () => {
+    const a = withGrad([1, -2, 0.5]);
+    expect(clipGradNorm([a], 10, Infinity)).toBe(2);
+    expect(values(a.grad)).toEqual([1, -2, 0.5]);
+    expect(clipGradNorm([a], 1, Infinity)).toBe(2);
+    values(a.grad).forEach((v, i) => expect(v).toBeCloseTo([0.5, -1, 0.25][i], 6));
+    expect(clipGradNorm([withGrad([1, -2, 0.5])], 100, 1)).toBeCloseTo(3.5, 6);
+  });
+
+  it("clipGradValue clamps elementwise", () => {
+    const a = withGrad([3, -0.2, -7]);
+    clipGradValue([a], 1);
+    expect(values(a.grad)).toEqual([1, Math.fround(-0.2), -1]);
   });
 });
