@@ -1,7 +1,7 @@
 // Kiln's public entry point (`kiln`): the IR layer (ir/index.ts, also `kiln/ir`), the tensor
 // frontend (Tensor, ops, nn) and compile() with its dynamic-shape controls. The other public
-// subpaths (package.json `exports`) are `kiln/nn`, `kiln/models`, `kiln/testing`, `kiln/passes`
-// and `kiln/runtime`.
+// subpaths (package.json `exports`) are `kiln/nn`, `kiln/optim`, `kiln/models`, `kiln/testing`,
+// `kiln/passes` and `kiln/runtime`.
 
 export * from "./ir/index.ts";
 
@@ -55,3 +55,6 @@ export {
   type KindStats,
   type ProgramKind,
 } from "./runtime/cache_stats.ts";
+
+// ---- Optimizers (optim/, also `kiln/optim`): SGD, Adam, AdamW (docs/training.md).
+export * as optim from "./optim/index.ts";

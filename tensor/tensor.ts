@@ -100,6 +100,7 @@ export interface ToArrayOptions {
 export class Tensor {
   /** The value (internal to the frontend and the runtime; ops read it, users should not). */
   impl: TensorImpl;
+  grad: Tensor | null = null;
 
   constructor(impl: TensorImpl) {
     this.impl = impl;

@@ -144,8 +144,9 @@ describe("the public subpaths", () => {
   const documented: Record<string, string[]> = {
     ".": ["compile", "explain", "markDynamic", "DynamicShapeError", "GraphBreakError", "nn",
       "ops", "randn", "tensor", "manualSeed", "lazy", "loadSafetensors", "ModuleBuilder",
-      "parseHlo", "printHlo", "printLiteral", "evaluate", "literal", "shapeToString"],
+      "parseHlo", "printHlo", "printLiteral", "evaluate", "literal", "shapeToString", "optim"],
     "./nn": ["Module", "Linear", "Sequential", "LayerNorm", "functional"],
+    "./optim": ["SGD", "Adam", "AdamW", "Optimizer"],
     "./models": ["zoo", "getModel", "gpt2", "bert", "mlp", "resnet", "vit", "whisper"],
     "./testing": ["expectMaxCompiles", "CompileBudgetError"],
     "./ir": ["ModuleBuilder", "parseHlo", "printHlo", "printLiteral", "verifyModule", "evaluate",

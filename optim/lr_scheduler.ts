@@ -1,0 +1,154 @@
+// LR schedulers (torch.optim.lr_scheduler, PyTorch 1.13's chainable rules): each step() sets
+// every group's lr from its current lr and the epoch count. Construction records base lrs
+// (`initialLr` in each group) and takes step 0, as PyTorch does.
+
+import type { Optimizer } from "./optimizer.ts";
+
+export type SchedulerStateDict = Record<string, number | number[]>;
+
+export abstract class LRScheduler {
+  readonly optimizer: Optimizer;
+  readonly baseLrs: number[];
+  lastEpoch = -1;
+  private lastLr: number[] = [];
+
+  constructor(optimizer: Optimizer) {
+    this.optimizer = optimizer;
+    for (const g of optimizer.paramGroups) if (g.initialLr === undefined) g.initialLr = g.lr;
+    this.baseLrs = optimizer.paramGroups.map((g) => g.initialLr as number);
+  }
+
+  /** Call at the end of the subclass constructor: PyTorch's initial step (epoch 0). */
+  protected init(): void {
+    this.step();
+  }
+
+  /** Each group's next lr, given its current one (`this.lastEpoch` already advanced). */
+  protected abstract nextLr(lr: number, base: number, group: number): number;
+
+  step(): void {
+    this.lastEpoch++;
+    this.optimizer.paramGroups.forEach((g, i) => {
+      g.lr = this.nextLr(g.lr as number, this.baseLrs[i], i);
+    });
+    this.lastLr = this.optimizer.paramGroups.map((g) => g.lr as number);
+  }
+
+  /** The lrs the last step() set, one per group. */
+  getLastLr(): number[] {
+    return [...this.lastLr];
+  }
+
+  protected own(): Record<string, number | number[]> {
+    return {};
+  }
+
+  stateDict(): SchedulerStateDict {
+    return {
+      ...this.own(),
+      base_lrs: [...this.baseLrs],
+      last_epoch: this.lastEpoch,
+      _last_lr: this.getLastLr(),
+    };
+  }
+
+  loadStateDict(sd: SchedulerStateDict): void {
+    this.lastEpoch = sd.last_epoch as number;
+    this.baseLrs.splice(0, this.baseLrs.length, ...(sd.base_lrs as number[]));
+    this.lastLr = [...(sd._last_lr as number[])];
+  }
+}
+
+export class StepLR extends LRScheduler {
+  constructor(optimizer: Optimizer, readonly stepSize: number, readonly gamma = 0.1) {
+    super(optimizer);
+    this.init();
+  }
+  protected nextLr(lr: number): number {
+    return this.lastEpoch === 0 || this.lastEpoch % this.stepSize !== 0 ? lr : lr * this.gamma;
+  }
+  protected override own() {
+    return { step_size: this.stepSize, gamma: this.gamma };
+  }
+}
+
+export class MultiStepLR extends LRScheduler {
+  constructor(optimizer: Optimizer, readonly milestones: number[], readonly gamma = 0.1) {
+    super(optimizer);
+    this.init();
+  }
+  protected nextLr(lr: number): number {
+    const hits = this.milestones.filter((m) => m === this.lastEpoch).length;
+    return hits === 0 ? lr : lr * this.gamma ** hits;
+  }
+  protected override own() {
+    return { milestones: [...this.milestones], gamma: this.gamma };
+  }
+}
+
+export class LinearLR extends LRScheduler {
+  constructor(
+    optimizer: Optimizer,
+    readonly startFactor = 1 / 3,
+    readonly endFactor = 1,
+    readonly totalIters = 5,
+  ) {
+    super(optimizer);
+    if (!(startFactor > 0 && startFactor <= 1) || !(endFactor >= 0 && endFactor <= 1)) {
+      throw new Error("LinearLR factors must lie in (0, 1] (start) and [0, 1] (end)");
+    }
+    this.init();
+  }
+  protected nextLr(lr: number): number {
+    const e = this.lastEpoch;
+    if (e === 0) return lr * this.startFactor;
+    if (e > this.totalIters) return lr;
+    const d = this.endFactor - this.startFactor;
+    return lr * (1 + d / (this.totalIters * this.startFactor + (e - 1) * d));
+  }
+  protected override own() {
+    return {
+      start_factor: this.startFactor,
+      end_factor: this.endFactor,
+      total_iters: this.totalIters,
+    };
+  }
+}
+
+export class CosineAnnealingLR extends LRScheduler {
+  constructor(optimizer: Optimizer, readonly tMax: number, readonly etaMin = 0) {
+    super(optimizer);
+    this.init();
+  }
+  protected nextLr(lr: number, base: number): number {
+    const e = this.lastEpoch;
+    const t = this.tMax;
+    if (e === 0) return lr;
+    const m = 2 * t;
+    if ((((e - 1 - t) % m) + m) % m === 0) {
+      return lr + ((base - this.etaMin) * (1 - Math.cos(Math.PI / t))) / 2;
+    }
+    const ratio = (1 + Math.cos((Math.PI * e) / t)) / (1 + Math.cos((Math.PI * (e - 1)) / t));
+    return ratio * (lr - this.etaMin) + this.etaMin;
+  }
+  protected override own() {
+    return { T_max: this.tMax, eta_min: this.etaMin };
+  }
+}
+
+export class LambdaLR extends LRScheduler {
+  private readonly lambdas: ((epoch: number) => number)[];
+  constructor(
+    optimizer: Optimizer,
+    lrLambda: ((epoch: number) => number) | ((epoch: number) => number)[],
+  ) {
+    super(optimizer);
+    const n = optimizer.paramGroups.length;
+    this.lambdas = Array.isArray(lrLambda) ? lrLambda : Array(n).fill(lrLambda);
+    if (this.lambdas.length !== n) throw new Error(`expected ${n} lr lambdas`);
+    this.init();
+  }
+  protected nextLr(_lr: number, base: number, group: number): number {
+    return base * this.lambdas[group](this.lastEpoch);
+  }
+}

@@ -1,0 +1,62 @@
+// SGD with momentum, dampening, Nesterov, weight decay and maximize (torch.optim.SGD's rule).
+
+import { add, mul, neg } from "../tensor/ops/core.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { Optimizer, type ParamGroupInput } from "./optimizer.ts";
+
+export interface SGDOptions {
+  lr?: number;
+  momentum?: number;
+  dampening?: number;
+  weightDecay?: number;
+  nesterov?: boolean;
+  maximize?: boolean;
+}
+
+export class SGD extends Optimizer {
+  constructor(params: Iterable<Tensor> | Iterable<ParamGroupInput>, options: SGDOptions = {}) {
+    super(params, {
+      lr: options.lr ?? 1e-3,
+      momentum: options.momentum ?? 0,
+      dampening: options.dampening ?? 0,
+      weightDecay: options.weightDecay ?? 0,
+      nesterov: options.nesterov ?? false,
+      maximize: options.maximize ?? false,
+    });
+  }
+
+  protected override validate(g: import("./optimizer.ts").ParamGroup): void {
+    if (this.num(g, "lr") < 0) throw new Error(`invalid learning rate ${g.lr}`);
+    if (this.num(g, "momentum") < 0) throw new Error(`invalid momentum ${g.momentum}`);
+    if (this.num(g, "weightDecay") < 0) throw new Error(`invalid weightDecay ${g.weightDecay}`);
+    if (this.flag(g, "nesterov") && (this.num(g, "momentum") <= 0 || this.num(g, "dampening"))) {
+      throw new Error("Nesterov momentum requires a momentum and zero dampening");
+    }
+  }
+
+  step(): void {
+    for (const g of this.paramGroups) {
+      const lr = this.num(g, "lr");
+      const momentum = this.num(g, "momentum");
+      const dampening = this.num(g, "dampening");
+      const wd = this.num(g, "weightDecay");
+      for (const p of g.params) {
+        if (p.grad === null) continue;
+        let d: Tensor = this.flag(g, "maximize") ? neg(p.grad) : p.grad;
+        if (wd !== 0) d = add(d, mul(p, wd));
+        if (momentum === 0) this.state.set(p, { momentum_buffer: null });
+        else {
+          const st = this.state.get(p) ?? {};
+          const prev = st.momentum_buffer;
+          const buf = prev === undefined || prev === null
+            ? d
+            : add(mul(prev as Tensor, momentum), mul(d, 1 - dampening));
+          st.momentum_buffer = buf;
+          this.state.set(p, st);
+          d = this.flag(g, "nesterov") ? add(d, mul(buf, momentum)) : buf;
+        }
+        p.impl = add(p, mul(d, -lr)).impl;
+      }
+    }
+  }
+}
