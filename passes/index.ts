@@ -67,3 +67,11 @@ import {
 export function optimizationPipeline(options: PipelineOptions = {}): Pipeline {
   return simplifyPipeline(options, allFusionPasses());
 }
+
+export {
+  AutodiffError,
+  valueAndGradModule,
+  vjpModule,
+  type VjpOptions,
+} from "./autodiff.ts";
+export { VJP_RULES, type VjpContext, type VjpRule } from "./autodiff_rules.ts";
