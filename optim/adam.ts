@@ -2,11 +2,11 @@
 // torch.optim.Adam / AdamW's single-tensor rule. Bias corrections are computed in JS and reach
 // the ops as scalars, like lr.
 
-import { add, div, maximum, mul, neg } from "../tensor/ops/core.ts";
+import { add, div, maximum, mul } from "../tensor/ops/core.ts";
 import { sqrt } from "../tensor/ops/elementwise.ts";
 import { zerosLike } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { Optimizer, type ParamGroup, type ParamGroupInput } from "./optimizer.ts";
+import { hyper, Optimizer, type ParamGroup, type ParamGroupInput } from "./optimizer.ts";
 
 export interface AdamOptions {
   lr?: number;
@@ -53,9 +53,8 @@ export class Adam extends Optimizer {
       const eps = this.num(g, "eps");
       const wd = this.num(g, "weightDecay");
       const amsgrad = this.flag(g, "amsgrad");
-      for (const p of g.params) {
-        if (p.grad === null) continue;
-        let grad: Tensor = this.flag(g, "maximize") ? neg(p.grad) : p.grad;
+      for (const [p, g0] of this.withGrads(g)) {
+        let grad: Tensor = g0;
         let st = this.state.get(p);
         if (!st) {
           st = { step: 0, exp_avg: zerosLike(p), exp_avg_sq: zerosLike(p) };
@@ -66,11 +65,11 @@ export class Adam extends Optimizer {
         st.step = step;
         let param: Tensor = p;
         if (wd !== 0) {
-          if (this.decoupled) param = mul(p, 1 - lr * wd);
-          else grad = add(grad, mul(p, wd));
+          if (this.decoupled) param = mul(p, hyper(1 - lr * wd));
+          else grad = add(grad, mul(p, hyper(wd)));
         }
-        const m = add(mul(st.exp_avg as Tensor, beta1), mul(grad, 1 - beta1));
-        const v = add(mul(st.exp_avg_sq as Tensor, beta2), mul(mul(grad, grad), 1 - beta2));
+        const m = add(mul(st.exp_avg as Tensor, hyper(beta1)), mul(grad, hyper(1 - beta1)));
+        const v = add(mul(st.exp_avg_sq as Tensor, hyper(beta2)), mul(mul(grad, grad), hyper(1 - beta2)));
         st.exp_avg = m;
         st.exp_avg_sq = v;
         const bc1 = 1 - beta1 ** step;
@@ -80,8 +79,8 @@ export class Adam extends Optimizer {
           second = maximum(st.max_exp_avg_sq as Tensor, v);
           st.max_exp_avg_sq = second;
         }
-        const denom = add(mul(sqrt(second), 1 / bc2Sqrt), eps);
-        p.impl = add(param, mul(div(m, denom), -lr / bc1)).impl;
+        const denom = add(mul(sqrt(second), hyper(1 / bc2Sqrt)), hyper(eps));
+        p.impl = add(param, mul(div(m, denom), hyper(-lr / bc1))).impl;
       }
     }
   }

@@ -1,8 +1,10 @@
 // Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_). Params whose grad is
 // null are ignored. The total norm is computed on the host in float64 from the grads' values
-// (one read-back per grad); the scale reaches the multiply as a scalar operand.
+// (one read-back per grad); the scale reaches the multiply as a 0-d float32 operand (`hyper`),
+// so a coef of exactly 1 is no new program.
 
 import { mul } from "../tensor/ops/core.ts";
+import { hyper } from "./optimizer.ts";
 import { clamp } from "../tensor/ops/elementwise.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 
@@ -29,7 +31,7 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
   }
   const total = normType === Infinity ? acc : acc ** (1 / normType);
   const coef = Math.min(1, maxNorm / (total + 1e-6));
-  for (const p of list) if (p.grad !== null) p.grad = mul(p.grad, coef);
+  for (const p of list) if (p.grad !== null) p.grad = mul(p.grad, hyper(coef));
   return total;
 }
 

@@ -2,9 +2,11 @@
 // hyperparameters, per-parameter state, zeroGrad(), and stateDict()/loadStateDict() in PyTorch's
 // layout (state keyed by the parameter's index across groups, param_groups listing indices).
 // Updates replace each parameter's impl in place (as Module.loadStateDict does); hyperparameters
-// reach the ops as JS numbers, which the op cache passes as runtime operands, so a changing lr
-// or step count compiles nothing new.
+// reach the ops as 0-d float32 tensors (`hyper`), runtime operands of one op-cache key whatever
+// their value, so a changing lr or step count compiles nothing new.
 
+import { tensor, zerosLike } from "../tensor/creation.ts";
+import { neg } from "../tensor/ops/core.ts";
 import { Tensor } from "../tensor/tensor.ts";
 
 export type Hyper = number | boolean | readonly number[];
@@ -91,6 +93,17 @@ export abstract class Optimizer {
     return group[key] === true;
   }
 
+  /**
+   * The group's parameters that have a gradient, each with the gradient its update follows
+   * (negated under `maximize`); PyTorch skips a parameter whose grad is None.
+   */
+  protected *withGrads(group: ParamGroup): Generator<[Tensor, Tensor]> {
+    const maximize = this.flag(group, "maximize");
+    for (const p of group.params) {
+      if (p.grad !== null) yield [p, maximize ? neg(p.grad) : p.grad];
+    }
+  }
+
   stateDict(): OptimizerStateDict {
     const index = new Map<Tensor, number>();
     const param_groups: OptimizerStateDict["param_groups"] = [];
@@ -141,7 +154,16 @@ export abstract class Optimizer {
   }
 }
 
-import { zerosLike } from "../tensor/creation.ts";
+/**
+ * A hyperparameter as an op operand: a 0-d float32 tensor. A plain JS number that happens to be
+ * integral (lr 1, momentum 0) would be an int64 scalar operand, a different op-cache key, so
+ * changing lr to 1 would compile new programs; a 0-d tensor keys as float32[] whatever its value,
+ * and, being 0-d, does not promote a float16 or bfloat16 parameter (PyTorch's rule).
+ */
+export function hyper(v: number): Tensor {
+  return tensor(v, { dtype: "float32" });
+}
+
 function zerosImpl(t: Tensor) {
   return zerosLike(t).impl;
 }

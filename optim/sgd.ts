@@ -1,8 +1,8 @@
 // SGD with momentum, dampening, Nesterov, weight decay and maximize (torch.optim.SGD's rule).
 
-import { add, mul, neg } from "../tensor/ops/core.ts";
+import { add, mul } from "../tensor/ops/core.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { Optimizer, type ParamGroupInput } from "./optimizer.ts";
+import { hyper, Optimizer, type ParamGroupInput } from "./optimizer.ts";
 
 export interface SGDOptions {
   lr?: number;
@@ -40,22 +40,21 @@ export class SGD extends Optimizer {
       const momentum = this.num(g, "momentum");
       const dampening = this.num(g, "dampening");
       const wd = this.num(g, "weightDecay");
-      for (const p of g.params) {
-        if (p.grad === null) continue;
-        let d: Tensor = this.flag(g, "maximize") ? neg(p.grad) : p.grad;
-        if (wd !== 0) d = add(d, mul(p, wd));
+      for (const [p, g0] of this.withGrads(g)) {
+        let d: Tensor = g0;
+        if (wd !== 0) d = add(d, mul(p, hyper(wd)));
         if (momentum === 0) this.state.set(p, { momentum_buffer: null });
         else {
           const st = this.state.get(p) ?? {};
           const prev = st.momentum_buffer;
           const buf = prev === undefined || prev === null
             ? d
-            : add(mul(prev as Tensor, momentum), mul(d, 1 - dampening));
+            : add(mul(prev as Tensor, hyper(momentum)), mul(d, hyper(1 - dampening)));
           st.momentum_buffer = buf;
           this.state.set(p, st);
-          d = this.flag(g, "nesterov") ? add(d, mul(buf, momentum)) : buf;
+          d = this.flag(g, "nesterov") ? add(d, mul(buf, hyper(momentum))) : buf;
         }
-        p.impl = add(p, mul(d, -lr)).impl;
+        p.impl = add(p, mul(d, hyper(-lr))).impl;
       }
     }
   }

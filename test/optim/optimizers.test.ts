@@ -85,11 +85,20 @@ describe("optimizer mechanics", () => {
     p.grad = make([0.5, -1, 2, 0.25], [4]);
     opt.step(); // warms every program one step runs
     const before = opCacheStats().misses;
-    for (let i = 0; i < 5; i++) {
-      opt.paramGroups[0].lr = 0.1 / (i + 2);
+    // Integral values included: a plain JS 1 or 0 would be an int64 scalar, another program.
+    for (const lr of [0.05, 1, 0, 0.025, 2]) {
+      opt.paramGroups[0].lr = lr;
       opt.step();
     }
     expect(opCacheStats().misses).toBe(before);
+    const sgd = new SGD([p], { lr: 0.1, momentum: 0.9, weightDecay: 0.5 });
+    sgd.step();
+    const warm = opCacheStats().misses;
+    for (const [lr, momentum] of [[1, 0.5], [0, 0.25], [0.5, 0.9]] as const) {
+      Object.assign(sgd.paramGroups[0], { lr, momentum, weightDecay: 1 });
+      sgd.step();
+    }
+    expect(opCacheStats().misses).toBe(warm);
   });
 
   it("loadStateDict resumes a run exactly; zeroGrad unsets grads", () => {

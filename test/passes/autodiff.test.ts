@@ -5,18 +5,8 @@ import { literal, type Literal } from "../../ir/literal.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { arrayShape, type ArrayShape } from "../../ir/shape.ts";
 import { AutodiffError, valueAndGradModule, vjpModule } from "../../passes/index.ts";
+import { rng } from "./support.ts";
 
-// A small deterministic generator (mulberry32).
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Range = [number, number];
 const f32 = (...dims: number[]): ArrayShape => arrayShape("f32", dims);
@@ -55,21 +45,36 @@ function checkGrad(m: Module, shapes: ArrayShape[], ranges: Range[], seed = 1, t
   const vjp = vjpModule(m);
   const grads = leaves(evaluate(vjp, [...xs, ...cts]));
   expect(grads.length).toBe(shapes.length);
+  shapes.forEach((s, k) => expect(grads[k]!.dims).toEqual(s.dims));
+  expectMatchesFd(loss, xs, grads, shapes.map((_, k) => k), tol);
+}
+
+/**
+ * Each element of grads[k] equals the central difference (eps 1e-2) of `loss` in args[at[k]],
+ * within tol * (1 + |fd|).
+ */
+function expectMatchesFd(
+  loss: (args: Literal[]) => number,
+  args: readonly Literal[],
+  grads: readonly Literal[],
+  at: readonly number[],
+  tol: number,
+): void {
   const eps = 1e-2;
-  shapes.forEach((s, k) => {
-    expect(grads[k]!.dims).toEqual(s.dims);
-    const base = xs[k]!.toNumbers();
+  at.forEach((a, k) => {
+    const x0 = args[a]!;
+    const base = x0.toNumbers();
     for (let j = 0; j < base.length; j++) {
-      const at = (d: number): number => {
+      const shifted = (d: number): number => {
         const p = [...base];
         p[j] = p[j]! + d;
-        const args = [...xs];
-        args[k] = literal("f32", s.dims, p);
-        return loss(args);
+        const moved = [...args];
+        moved[a] = literal("f32", x0.dims, p);
+        return loss(moved);
       };
-      const fd = (at(eps) - at(-eps)) / (2 * eps);
+      const fd = (shifted(eps) - shifted(-eps)) / (2 * eps);
       const ad = grads[k]!.toNumbers()[j]!;
-      expect(Math.abs(ad - fd), `param ${k} elem ${j}: ad ${ad} fd ${fd}`).toBeLessThanOrEqual(
+      expect(Math.abs(ad - fd), `param ${a} elem ${j}: ad ${ad} fd ${fd}`).toBeLessThanOrEqual(
         tol * (1 + Math.abs(fd)),
       );
     }
@@ -199,23 +204,8 @@ describe("composite programs", () => {
     const [value, ...grads] = leaves(evaluate(vg, args));
     expect(value!.toNumbers()[0]).toBeCloseTo(leaves(evaluate(m, args))[0]!.toNumbers()[0]!, 6);
     expect(grads.length).toBe(4);
-    const eps = 1e-2;
-    xs.forEach((x0, k) => {
-      const base = x0.toNumbers();
-      for (let j = 0; j < base.length; j++) {
-        const at = (d: number): number => {
-          const p = [...base];
-          p[j] = p[j]! + d;
-          const a = [...args];
-          a[k] = literal("f32", x0.dims, p);
-          return leaves(evaluate(m, a))[0]!.toNumbers()[0]!;
-        };
-        const fd = (at(eps) - at(-eps)) / (2 * eps);
-        const ad = grads[k]!.toNumbers()[j]!;
-        const bound = 5e-3 * (1 + Math.abs(fd));
-        expect(Math.abs(ad - fd), `param ${k} elem ${j}`).toBeLessThanOrEqual(bound);
-      }
-    });
+    const value0 = (a: Literal[]) => leaves(evaluate(m, a))[0]!.toNumbers()[0]!;
+    expectMatchesFd(value0, args, grads, [0, 1, 2, 3], 5e-3);
   });
 
   it("wrt selects params; a param with no dependence gets zeros of its shape", () => {
