@@ -68,6 +68,32 @@ describe.each(Object.entries(CORPUS))("corpus module %s", (name, entry) => {
 });
 
 describe("fingerprint", () => {
+  it("ignores what XLA writes as a default: default layouts and a compare's default type", () => {
+    const kiln = `HloModule m
+
+ENTRY %main (x: f32[2,3], i: s32[2,3]) -> (pred[2,3], pred[2,3]) {
+  %x = f32[2,3] parameter(0)
+  %i = s32[2,3] parameter(1)
+  %a = pred[2,3] compare(f32[2,3] %x, f32[2,3] %x), direction=LT
+  %b = pred[2,3] compare(s32[2,3] %i, s32[2,3] %i), direction=GE
+  ROOT %t = (pred[2,3], pred[2,3]) tuple(%a, %b)
+}
+`;
+    const xla = kiln
+      .replaceAll("[2,3] ", "[2,3]{1,0} ")
+      .replace("direction=LT", "direction=LT, type=FLOAT")
+      .replace("direction=GE", "direction=GE, type=SIGNED");
+    expect(xla).not.toBe(kiln);
+    expect(fingerprint(parseHlo(xla))).toBe(fingerprint(parseHlo(kiln)));
+    // What is not a default still counts: another layout, another comparison type.
+    const transposed = kiln.replace("%x = f32[2,3] parameter", "%x = f32[2,3]{0,1} parameter");
+    expect(fingerprint(parseHlo(transposed))).not.toBe(fingerprint(parseHlo(kiln)));
+    const total = kiln.replace("direction=LT", "direction=LT, type=TOTALORDER");
+    expect(fingerprint(parseHlo(total))).not.toBe(fingerprint(parseHlo(kiln)));
+    // Printing keeps what the module holds; only the fingerprint's text leaves defaults out.
+    expect(printHlo(parseHlo(xla))).toContain("type=SIGNED");
+  });
+
   it("ignores instruction and computation names and metadata", () => {
     const text = printHlo(CORPUS["softmax"]!.build());
     const renamed = text
