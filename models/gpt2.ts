@@ -15,6 +15,7 @@ import {
   arange,
   Generator,
   nn,
+  noGrad,
   ops,
   randint,
   randn,
@@ -386,6 +387,13 @@ export class GPT2 extends nn.Module {
         `GPT2.generate: maxNewTokens must be an integer >= 0, got ${String(maxNewTokens)}`,
       );
     }
+    // Decoding computes no gradients (as Hugging Face's generate runs under no_grad): without
+    // this a KV cache would chain every step's graph to the next, keeping them all alive.
+    return noGrad(() => this.generateGreedy(inputIds, options));
+  }
+
+  private generateGreedy(inputIds: Tensor, options: GenerateOptions): Tensor {
+    const { maxNewTokens, useCache = true } = options;
     const model: GPT2 = this; // `call` types its arguments from the concrete class
     if (options.staticCache) return this.generateStatic(inputIds, options);
     const run = options.forward ?? ((x, o) => model.call(x, o));

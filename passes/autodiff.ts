@@ -32,7 +32,7 @@ export interface VjpOptions {
 }
 
 /** A cotangent: an array instruction, or one per element of a tuple. */
-type Ct = Instruction | (Ct | undefined)[];
+export type Ct = Instruction | (Ct | undefined)[];
 
 const isFloatArray = (s: Shape): s is ArrayShape => s.kind === "array" && isFloatType(s.type);
 
@@ -86,9 +86,28 @@ function backward(
     if (p === undefined) throw new Error(`vjpModule: no parameter ${n}`);
     if (!isFloatArray(p.shape)) throw new Error(`vjpModule: parameter ${n} is not a float array`);
   }
-  const wrtParams = new Set(wrt.map((n) => byNumber.get(n)!));
-  // Instructions that depend on a wrt parameter.
-  const needs = new Set<Instruction>();
+  if (b.computation !== entry) throw new Error("vjpModule: the builder must be on the ENTRY");
+  return reverseSweep(b, forward, [[entry.root, seed]], wrt.map((n) => byNumber.get(n)!));
+}
+
+/**
+ * The reverse sweep, appended to `b`'s computation: given forward instructions in topological
+ * order (the instructions a gradient may flow through; anything else is a constant to it), the
+ * cotangents of some of their results (`seeds`) and the float array instructions to
+ * differentiate with respect to (`wrt`, typically parameters or an op's inputs), emits the
+ * backward pass and returns one gradient per `wrt` (zeros where nothing flows). vjpModule uses
+ * it over a whole ENTRY; the eager tape (tensor/autograd.ts) over one op's lowering.
+ */
+export function reverseSweep(
+  b: ComputationBuilder,
+  forward: readonly Instruction[],
+  seeds: readonly (readonly [Instruction, Ct])[],
+  wrt: readonly Instruction[],
+): Instruction[] {
+  const entry = b.computation;
+  const wrtParams = new Set(wrt);
+  // Instructions that depend on a wrt instruction.
+  const needs = new Set<Instruction>(wrt);
   for (const i of forward) {
     if (wrtParams.has(i) || i.operands.some((o) => needs.has(o))) needs.add(i);
   }
@@ -126,7 +145,7 @@ function backward(
     adder.set(type, c);
     return c;
   };
-  give(entry.root, seed);
+  for (const [i, c] of seeds) give(i, c);
   for (let k = forward.length - 1; k >= 0; k--) {
     const instr = forward[k]!;
     const g = ct.get(instr);
@@ -166,8 +185,7 @@ function backward(
     instr.operands.forEach((o, j) => give(o, gs[j]));
   }
   b.metadata = {};
-  return wrt.map((n) => {
-    const p = byNumber.get(n)!;
+  return wrt.map((p) => {
     const g = ct.get(p);
     if (g === undefined || Array.isArray(g)) return zerosLike(p.shape as ArrayShape);
     return g;

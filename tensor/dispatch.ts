@@ -583,7 +583,24 @@ function runOp(def: OpDefinition, raw: readonly unknown[]): Tensor | Tensor[] {
       }
     }
   }
-  return mode.run(def, operands, attrs);
+  const out = mode.run(def, operands, attrs);
+  if (gradRecorder !== undefined) gradRecorder(def, operands, attrs, out);
+  return out;
+}
+
+/** What autograd (tensor/autograd.ts) does after each lowered op: records it when it must. */
+export type GradRecorder = (
+  op: Lowering,
+  operands: readonly Operand[],
+  attrs: Attrs,
+  out: Tensor | Tensor[],
+) => void;
+
+let gradRecorder: GradRecorder | undefined;
+
+/** Installs the autograd recorder (done once, by importing tensor/autograd.ts). */
+export function setGradRecorder(r: GradRecorder | undefined): void {
+  gradRecorder = r;
 }
 
 function callable<Ps extends readonly AnyParam[], Out>(def: OpDefinition, signature: Ps) {

@@ -10,6 +10,7 @@ export {
   fromStorage,
   registerRealizer,
   Tensor,
+  type GradFn,
   type NestedArray,
   type Realizer,
   type TensorImpl,
@@ -194,6 +195,19 @@ export {
   type OpFunction,
   type Operand,
 } from "./dispatch.ts";
+// autograd (tensor/autograd.ts): importing it installs the recorder and Tensor.backward.
+export {
+  detectAnomaly,
+  enableGrad,
+  GradNode,
+  isGradEnabled,
+  noGrad,
+  setDetectAnomaly,
+  setGradEnabled,
+  type BackwardOptions,
+  type GradOptions,
+} from "./autograd.ts";
+export * as autograd from "./autograd_api.ts";
 export {
   clearLazyGraphs,
   isLazy,

@@ -97,13 +97,64 @@ export interface ToArrayOptions {
   bigint?: boolean;
 }
 
+/** The op that made a tensor, for autograd (tensor/autograd.ts's GradNode). */
+export interface GradFn {
+  /** `MulBackward`, `MatmulBackward`: the op's name in PyTorch's style. */
+  readonly name: string;
+}
+
 export class Tensor {
   /** The value (internal to the frontend and the runtime; ops read it, users should not). */
   impl: TensorImpl;
+  /** The gradient backward() accumulated into this tensor (a leaf, or a retainGrad result). */
   grad: Tensor | null = null;
+  /** The recorded op that made this tensor (null for a leaf: made by the user or under noGrad). */
+  gradFn: GradFn | null = null;
+  /** Which of gradFn's results this tensor is. */
+  outputNr = 0;
+  private leafRequiresGrad = false;
 
   constructor(impl: TensorImpl) {
     this.impl = impl;
+  }
+
+  /**
+   * Whether gradients flow to this tensor: a leaf the user marked, or a result of a recorded op.
+   * Only a floating-point leaf can be marked; a non-leaf's flag cannot be changed (detach it).
+   */
+  get requiresGrad(): boolean {
+    return this.leafRequiresGrad || this.gradFn !== null;
+  }
+
+  set requiresGrad(on: boolean) {
+    if (this.gradFn !== null) {
+      if (on) return;
+      throw new OpError(
+        "requiresGrad",
+        `a result of an op (${this.gradFn.name}) cannot stop requiring grad; ` +
+          `use detach() for a tensor outside the graph`,
+      );
+    }
+    if (on && !isFloatingDType(this.dtype)) {
+      throw new OpError("requiresGrad", `only floating-point tensors can require grad, got ${this.dtype}`);
+    }
+    this.leafRequiresGrad = on;
+  }
+
+  /** Sets requiresGrad (PyTorch's `requires_grad_()`) and returns this tensor. */
+  requiresGrad_(on = true): this {
+    this.requiresGrad = on;
+    return this;
+  }
+
+  /** Whether this tensor is a leaf of the autograd graph (no recorded op made it). */
+  get isLeaf(): boolean {
+    return this.gradFn === null;
+  }
+
+  /** The same value outside the autograd graph (shares the storage; requires no grad). */
+  detach(): Tensor {
+    return new Tensor(this.impl);
   }
 
   get dtype(): DType {

@@ -21,18 +21,16 @@ import { addIndent } from "./repr.ts";
 
 /**
  * A Tensor that is a module's parameter: a Tensor subclass sharing the value of the tensor it
- * was made from. Ops on it return plain Tensors. `requiresGrad` is recorded for PyTorch parity
- * (Kiln has no autograd yet).
+ * was made from, a leaf of the autograd graph that requires grad by default (a parameter that is
+ * not floating point, or `new Parameter(t, false)`, does not). Ops on it return plain Tensors.
  */
 export class Parameter extends Tensor {
-  requiresGrad: boolean;
-
   constructor(data: Tensor, requiresGrad = true) {
     if (!(data instanceof Tensor)) {
       throw new OpError("Parameter", `data must be a Tensor, got ${describe(data)}`);
     }
     super(data.impl);
-    this.requiresGrad = requiresGrad;
+    this.requiresGrad = requiresGrad && isFloatingDType(data.dtype);
   }
 
   override toString(): string {

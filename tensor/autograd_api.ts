@@ -1,0 +1,16 @@
+// The `autograd` namespace (PyTorch's torch.autograd): backward, grad, gradCheck, the grad-mode
+// switches and anomaly detection.
+
+export {
+  backward,
+  detectAnomaly,
+  enableGrad,
+  grad,
+  GradNode,
+  isGradEnabled,
+  noGrad,
+  setDetectAnomaly,
+  setGradEnabled,
+  type BackwardOptions,
+  type GradOptions,
+} from "./autograd.ts";
