@@ -155,6 +155,7 @@ function backward(
       full: (v, dims) => b.broadcast(b.scalar(s.type, v), dims, []),
       sum: (x, dims) =>
         dims.length === 0 ? x : b.reduce(x, b.scalar(s.type, 0), dims, addReducer(s.type)),
+      addReducer: () => addReducer(s.type),
     };
     let gs: (Instruction | undefined)[];
     try {

@@ -4,7 +4,7 @@
 // map to `{ none: reason }`; autodiff.ts throws an AutodiffError when a gradient reaches one.
 
 import type { ComputationBuilder } from "../ir/builder.ts";
-import type { Instruction } from "../ir/module.ts";
+import type { Computation, Instruction } from "../ir/module.ts";
 import type { Opcode } from "../ir/opcodes.ts";
 import type { ArrayShape } from "../ir/shape.ts";
 
@@ -18,6 +18,8 @@ export interface VjpContext {
   full(v: number, dims: readonly number[]): Instruction;
   /** Sum of `x` over `dims`. */
   sum(x: Instruction, dims: readonly number[]): Instruction;
+  /** The scalar add computation `(T[], T[]) -> T[]` of the result's element type (made once). */
+  addReducer(): Computation;
 }
 
 export type VjpRule = (ctx: VjpContext) => (Instruction | undefined)[];
@@ -115,6 +117,75 @@ function reduceVjp(c: VjpContext): (Instruction | undefined)[] {
   return [gx, ginit];
 }
 
+/** A cotangent summed to a scalar when its operand is one (the scalar bounds of clamp). */
+function fitTo(c: VjpContext, operand: Instruction, ct: Instruction): Instruction {
+  return dimsOf(operand).length === 0 && dimsOf(ct).length > 0
+    ? c.sum(ct, range(dimsOf(ct).length))
+    : ct;
+}
+
+/** An operand of an elementwise op broadcast to the result's dims (a scalar clamp bound). */
+function asFull(c: VjpContext, x: Instruction): Instruction {
+  const d = dimsOf(c.g);
+  return dimsOf(x).length === 0 && d.length > 0 ? c.b.broadcast(x, d, []) : x;
+}
+
+/**
+ * x^y: d/dx = y*x^(y-1), read as 0 where y == 0 (so 0^0 gives 0, not 0*inf); d/dy = log(x)*x^y
+ * with log(x) read as 0 where x == 0, so the gradient wrt y is 0 there (as JAX does).
+ */
+function powerVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, g, instr } = c;
+  const [x, y] = instr.operands as [Instruction, Instruction];
+  const d = dimsOf(g);
+  const zero = c.full(0, d);
+  const one = c.full(1, d);
+  const dx = b.select(
+    b.compare(y, zero, "EQ"),
+    zero,
+    b.multiply(y, b.power(x, b.subtract(y, one))),
+  );
+  const logx = b.log(b.select(b.compare(x, zero, "EQ"), one, x));
+  return [b.multiply(g, dx), b.multiply(g, b.multiply(logx, instr))];
+}
+
+/** remainder(x, y) = x - trunc(x/y)*y: dx = g, dy = -g*trunc(x/y) (trunc = sign*floor(abs)). */
+function remainderVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, g, instr } = c;
+  const [x, y] = instr.operands as [Instruction, Instruction];
+  const q = b.divide(x, y);
+  const trunc = b.multiply(b.sign(q), b.floor(b.abs(q)));
+  return [g, b.negate(b.multiply(g, trunc))];
+}
+
+/** atan2(x, y) = atan(x/y) on the right branch: dx = y/(x²+y²), dy = -x/(x²+y²). */
+function atan2Vjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, g, instr } = c;
+  const [x, y] = instr.operands as [Instruction, Instruction];
+  const gr = b.divide(g, b.add(b.multiply(x, x), b.multiply(y, y)));
+  return [b.multiply(gr, y), b.negate(b.multiply(gr, x))];
+}
+
+/**
+ * clamp(lo, x, hi) = min(max(x, lo), hi) (XLA). Ties go to x: the cotangent flows to x where
+ * lo <= x <= hi, to lo where x < lo, and to hi where max(x, lo) > hi (so where lo > hi it all
+ * goes to hi, which is what the forward returns there). A scalar bound gets the sum.
+ */
+function clampVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, g, instr } = c;
+  const [lo0, x, hi0] = instr.operands as [Instruction, Instruction, Instruction];
+  const lo = asFull(c, lo0);
+  const hi = asFull(c, hi0);
+  const toHi = b.compare(b.maximum(x, lo), hi, "GT");
+  const below = b.compare(x, lo, "LT");
+  const zero = c.full(0, dimsOf(g));
+  const gHi = b.select(toHi, g, zero);
+  const rest = b.select(toHi, zero, g);
+  const gLo = b.select(below, rest, zero);
+  const gX = b.select(below, zero, rest);
+  return [fitTo(c, lo0, gLo), gX, fitTo(c, hi0, gHi)];
+}
+
 const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
@@ -127,15 +198,18 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   negate: U(({ b, g }) => b.negate(g)),
   sign: none("sign is piecewise constant"),
   exponential: U(({ b, g, instr }) => b.multiply(g, instr)),
-  "exponential-minus-one": none("not implemented yet"),
+  "exponential-minus-one": U(({ b, g }, x) => b.multiply(g, b.exp(x))),
   log: U(({ b, g }, x) => b.divide(g, x)),
-  "log-plus-one": none("not implemented yet"),
+  "log-plus-one": U((c, x) => c.b.divide(c.g, c.b.add(x, c.full(1, dimsOf(x))))),
   sqrt: U((c) => c.b.divide(c.b.multiply(c.g, c.full(0.5, dimsOf(c.g))), c.instr)),
   rsqrt: U((c, x) => {
     const { b, g, instr } = c;
     return b.multiply(b.multiply(g, c.full(-0.5, dimsOf(g))), b.divide(instr, x));
   }),
-  cbrt: none("not implemented yet"),
+  cbrt: U((c) => {
+    const { b, g, instr: y } = c;
+    return b.divide(g, b.multiply(c.full(3, dimsOf(g)), b.multiply(y, y)));
+  }),
   tanh: U((c) => {
     const { b, g, instr: y } = c;
     return b.multiply(g, b.subtract(c.full(1, dimsOf(g)), b.multiply(y, y)));
@@ -144,10 +218,17 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
     const { b, g, instr: y } = c;
     return b.multiply(g, b.multiply(y, b.subtract(c.full(1, dimsOf(g)), y)));
   }),
-  sine: none("not implemented yet"),
-  cosine: none("not implemented yet"),
-  tan: none("not implemented yet"),
-  erf: none("not implemented yet"),
+  sine: U(({ b, g }, x) => b.multiply(g, b.cos(x))),
+  cosine: U(({ b, g }, x) => b.negate(b.multiply(g, b.sin(x)))),
+  tan: U((c) => {
+    const { b, g, instr: y } = c;
+    return b.multiply(g, b.add(c.full(1, dimsOf(g)), b.multiply(y, y)));
+  }),
+  erf: U((c, x) => {
+    const { b, g } = c;
+    const e = b.exp(b.negate(b.multiply(x, x)));
+    return b.multiply(g, b.multiply(c.full(2 / Math.sqrt(Math.PI), dimsOf(g)), e));
+  }),
   floor: none("floor is piecewise constant"),
   ceil: none("ceil is piecewise constant"),
   "round-nearest-afz": none("rounding is piecewise constant"),
@@ -168,11 +249,11 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
     const gx = b.divide(g, y);
     return [gx, b.negate(b.multiply(gx, instr))];
   },
-  remainder: none("not implemented yet"),
-  power: none("not implemented yet"),
+  remainder: remainderVjp,
+  power: powerVjp,
   maximum: (c) => maskedPair(c, "GE"),
   minimum: (c) => maskedPair(c, "LE"),
-  atan2: none("not implemented yet"),
+  atan2: atan2Vjp,
   and: notFloat,
   or: notFloat,
   xor: notFloat,
@@ -186,7 +267,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
     const zero = c.full(0, dimsOf(g));
     return [undefined, b.select(p, g, zero), b.select(p, zero, g)];
   },
-  clamp: none("not implemented yet"),
+  clamp: clampVjp,
   broadcast: broadcastVjp,
   reshape: U(({ b, g }, x) => b.reshape(g, dimsOf(x))),
   transpose: U(({ b, g, instr }) => {
