@@ -6,6 +6,7 @@
 import type { ComputationBuilder } from "../ir/builder.ts";
 import type { Computation, Instruction } from "../ir/module.ts";
 import type { Opcode } from "../ir/opcodes.ts";
+import type { PaddingDim } from "../ir/attributes.ts";
 import type { ArrayShape } from "../ir/shape.ts";
 
 export interface VjpContext {
@@ -186,6 +187,97 @@ function clampVjp(c: VjpContext): (Instruction | undefined)[] {
   return [fitTo(c, lo0, gLo), gX, fitTo(c, hi0, gHi)];
 }
 
+/** Elements of a size-n dim dilated by `by` (n - 1 holes of by - 1): (n - 1)*by + 1, 0 for 0. */
+const dilated = (n: number, by: number): number => (n === 0 ? 0 : (n - 1) * by + 1);
+
+/** A zero scalar of x's element type. */
+const zeroOf = (b: ComputationBuilder, x: Instruction): Instruction => b.scalar(arr(x).type, 0);
+
+/**
+ * The cotangent of pad's operand from the padded result's `g`: undo the edge padding (negative
+ * edges come back as zeros), then take every (interior+1)-th element.
+ */
+function unpad(b: ComputationBuilder, g: Instruction, padding: readonly PaddingDim[]): Instruction {
+  let r = g;
+  if (padding.some((p) => p.low !== 0 || p.high !== 0)) {
+    r = b.pad(r, zeroOf(b, g), padding.map((p) => [-p.low, -p.high, 0] as const));
+  }
+  if (padding.some((p) => p.interior !== 0)) {
+    const d = dimsOf(r);
+    r = b.slice(
+      r,
+      d.map(() => 0),
+      d,
+      padding.map((p) => p.interior + 1),
+    );
+  }
+  return r;
+}
+
+/** slice: g back in place, zeros elsewhere (interior padding for the strides). */
+function sliceVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const x = instr.operands[0]!;
+  const xd = dimsOf(x);
+  const gd = dimsOf(g);
+  const sl = instr.attrs.slice!;
+  if (sl.every((s, i) => s.start === 0 && s.stride === 1 && gd[i] === xd[i])) return [g];
+  const padding = sl.map((s, i) => {
+    const covered = dilated(gd[i]!, s.stride);
+    return [s.start, xd[i]! - s.start - covered, s.stride - 1] as const;
+  });
+  return [b.pad(g, zeroOf(b, g), padding)];
+}
+
+/**
+ * pad: the operand gets g without the padding (strided for interior padding; negative edges give
+ * zeros to the removed elements); the padding value gets the sum of g over the padded positions.
+ */
+function padVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const x = instr.operands[0]!;
+  const padding = instr.attrs.padding!;
+  const gx = unpad(b, g, padding);
+  const isPad = b.pad(
+    b.broadcast(b.scalar("pred", false), dimsOf(x), []),
+    b.scalar("pred", true),
+    padding,
+  );
+  const gv = c.sum(b.select(isPad, g, c.full(0, dimsOf(g))), range(dimsOf(g).length));
+  return [gx, gv];
+}
+
+function concatenateVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const dim = instr.attrs.dimensions![0]!;
+  const gd = dimsOf(g);
+  let at = 0;
+  return instr.operands.map((o) => {
+    const n = dimsOf(o)[dim]!;
+    const starts = gd.map((_, i) => (i === dim ? at : 0));
+    const limits = gd.map((d, i) => (i === dim ? at + n : d));
+    at += n;
+    return b.slice(g, starts, limits);
+  });
+}
+
+/** dynamic-slice: g written into zeros at the same (clamped the same way) starts. */
+function dynamicSliceVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const [x, ...starts] = instr.operands as [Instruction, ...Instruction[]];
+  return [b.dynamicUpdateSlice(c.full(0, dimsOf(x)), g, starts)];
+}
+
+/** dynamic-update-slice: the operand gets g with the window zeroed, the update the window of g. */
+function dynamicUpdateSliceVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const [, u, ...starts] = instr.operands as [Instruction, Instruction, ...Instruction[]];
+  return [
+    b.dynamicUpdateSlice(g, c.full(0, dimsOf(u)), starts),
+    b.dynamicSlice(g, starts, dimsOf(u)),
+  ];
+}
+
 const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
@@ -276,12 +368,12 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
     perm.forEach((p, i) => (inv[p] = i));
     return b.transpose(g, inv);
   }),
-  slice: none("not implemented yet"),
-  "dynamic-slice": none("not implemented yet"),
-  "dynamic-update-slice": none("not implemented yet"),
-  concatenate: none("not implemented yet"),
-  pad: none("not implemented yet"),
-  reverse: none("not implemented yet"),
+  slice: sliceVjp,
+  "dynamic-slice": dynamicSliceVjp,
+  "dynamic-update-slice": dynamicUpdateSliceVjp,
+  concatenate: concatenateVjp,
+  pad: padVjp,
+  reverse: U(({ b, g, instr }) => b.reverse(g, instr.attrs.dimensions ?? [])),
   dot: dotVjp,
   convolution: none("not implemented yet"),
   reduce: reduceVjp,

@@ -147,3 +147,55 @@ describe("elementwise rules", () => {
     expect(g).toEqual([[0, 0], [3, 4], [0, 0]]);
   });
 });
+
+describe("movement rules", () => {
+  it("slice: contiguous, strided, and a stride that skips the tail", () => {
+    const s = [f32(4, 7)];
+    checkGrad(build(s, (b, [x]) => b.exp(b.slice(x!, [1, 2], [3, 6]))), s);
+    checkGrad(build(s, (b, [x]) => b.exp(b.slice(x!, [0, 1], [4, 7], [3, 2]))), s, [], 2);
+    checkGrad(build(s, (b, [x]) => b.exp(b.slice(x!, [1, 0], [4, 5], [2, 3]))), s, [], 3);
+  });
+  it("pad: edge, interior, negative edges; the padding value gets the padded positions", () => {
+    const s = [f32(3, 4), f32()];
+    const pads: [number, number, number][][] = [
+      [[1, 2, 0], [0, 1, 0]],
+      [[0, 0, 2], [1, 1, 1]],
+      [[-1, 2, 1], [2, -2, 0]],
+      [[-2, -1, 2], [-1, 0, 1]],
+    ];
+    pads.forEach((p, k) => {
+      const m = build(s, (b, [x, v]) => {
+        const y = b.pad(x!, v!, p);
+        return b.multiply(y, y);
+      });
+      checkGrad(m, s, [], k + 1);
+    });
+  });
+  it("concatenate", () => {
+    const s = [f32(2, 3), f32(2, 1), f32(2, 2)];
+    checkGrad(build(s, (b, [x, y, z]) => b.tanh(b.concatenate([x!, y!, z!], 1))), s);
+  });
+  it("reverse", () => {
+    const s = [f32(2, 3, 2)];
+    checkGrad(build(s, (b, [x]) => b.multiply(b.reverse(x!, [0, 2]), x!)), s);
+  });
+  it("dynamic-slice: in range and clamped starts; no gradient to the starts", () => {
+    const s = [f32(4, 5), s32(), s32()];
+    const m = build(s, (b, [x, i, j]) => b.exp(b.dynamicSlice(x!, [i!, j!], [2, 3])));
+    const x = randomLit(f32(4, 5), rng(4));
+    for (const [i, j] of [[1, 2], [3, 4], [-1, 0]]) checkAt(m, [x, ints([], [i!]), ints([], [j!])]);
+  });
+  it("dynamic-update-slice: operand and update, clamped starts", () => {
+    const s = [f32(4, 5), f32(2, 3), s32(), s32()];
+    const m = build(s, (b, [x, u, i, j]) => {
+      const y = b.dynamicUpdateSlice(x!, b.exp(u!), [i!, j!]);
+      return b.multiply(y, y);
+    });
+    const r = rng(5);
+    const x = randomLit(f32(4, 5), r);
+    const u = randomLit(f32(2, 3), r);
+    for (const [i, j] of [[1, 1], [5, 9], [0, -3]]) {
+      checkAt(m, [x, u, ints([], [i!]), ints([], [j!])]);
+    }
+  });
+});
