@@ -144,8 +144,16 @@ function backward(
       give(instr.operand(0), c);
       continue;
     }
-    if (Array.isArray(g)) throw new AutodiffError(instr, "a tuple-shaped result");
     const rule = VJP_RULES[instr.opcode];
+    if (Array.isArray(g)) {
+      throw new AutodiffError(
+        instr,
+        typeof rule === "function"
+          ? `a tuple-shaped result (a variadic ${instr.opcode}, such as an argmax or a max ` +
+              "with indices, has no derivative rule)"
+          : rule.none,
+      );
+    }
     if (!(typeof rule === "function")) throw new AutodiffError(instr, rule.none);
     const s = instr.shape as ArrayShape;
     const ctx: VjpContext = {

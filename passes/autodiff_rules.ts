@@ -104,19 +104,6 @@ function dotVjp(c: VjpContext): (Instruction | undefined)[] {
   ];
 }
 
-function reduceVjp(c: VjpContext): (Instruction | undefined)[] {
-  const { b, instr, g } = c;
-  const reducer = instr.called[0]!;
-  if (instr.operands.length !== 2 || reducer.root.opcode !== "add") {
-    throw new Error("only a single-input reduce with an add reducer has a derivative so far");
-  }
-  const x = instr.operands[0]!;
-  const red = instr.attrs.dimensions ?? [];
-  const kept = range(dimsOf(x).length).filter((d) => !red.includes(d));
-  const gx = b.broadcast(g, dimsOf(x), kept);
-  const ginit = c.sum(g, range(dimsOf(g).length));
-  return [gx, ginit];
-}
 
 /** A cotangent summed to a scalar when its operand is one (the scalar bounds of clamp). */
 function fitTo(c: VjpContext, operand: Instruction, ct: Instruction): Instruction {
@@ -278,6 +265,153 @@ function dynamicUpdateSliceVjp(c: VjpContext): (Instruction | undefined)[] {
   ];
 }
 
+/**
+ * What a 2-parameter scalar computation does: "param0"/"param1" when it returns a parameter
+ * (param1 is a scatter's replace), the opcode when it is one binary op of both parameters
+ * (either order), else undefined.
+ */
+function combinerOf(comp: Computation): "param0" | "param1" | Opcode | undefined {
+  const ps = comp.parameters;
+  const root = comp.root;
+  if (ps.length !== 2) return undefined;
+  if (root.opcode === "parameter") {
+    return root.attrs.parameterNumber === 0 ? "param0" : "param1";
+  }
+  const [a, b] = root.operands;
+  const both = (a === ps[0] && b === ps[1]) || (a === ps[1] && b === ps[0]);
+  return both && root.operands.length === 2 ? root.opcode : undefined;
+}
+
+/**
+ * reduce of one input: add (g broadcast back; the init gets sum(g)), or maximum/minimum: g goes
+ * to the elements equal to the result, split evenly among ties (as JAX and PyTorch's amax); the
+ * init gets g where no element equals the result (all of them strictly beyond the init).
+ */
+function reduceVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  if (instr.operands.length !== 2) {
+    throw new Error(
+      "a variadic reduce (several inputs, e.g. an argmax) has no derivative here; only " +
+        "single-input add/max/min reduces do",
+    );
+  }
+  const kind = combinerOf(instr.called[0]!);
+  const x = instr.operands[0]!;
+  const xd = dimsOf(x);
+  const red = instr.attrs.dimensions ?? [];
+  const kept = range(xd.length).filter((d) => !red.includes(d));
+  const all = range(dimsOf(g).length);
+  if (kind === "add") return [b.broadcast(g, xd, kept), c.sum(g, all)];
+  if (kind !== "maximum" && kind !== "minimum") {
+    throw new Error(
+      `a reduce whose reducer is ${kind ?? "not one binary op"} has no derivative here ` +
+        "(only add, maximum and minimum)",
+    );
+  }
+  const eq = b.compare(x, b.broadcast(instr, xd, kept), "EQ");
+  const count = c.sum(b.select(eq, c.full(1, xd), c.full(0, xd)), red);
+  // Where count is 0 no element is selected, so the inf of g/0 never leaks.
+  const share = b.broadcast(b.divide(g, count), xd, kept);
+  const gx = b.select(eq, share, c.full(0, xd));
+  const none = b.compare(count, c.full(0, dimsOf(g)), "EQ");
+  return [gx, c.sum(b.select(none, g, c.full(0, dimsOf(g))), all)];
+}
+
+/**
+ * reduce-window of one input. The window sweeps the base padded by (padLow, padHigh) and dilated
+ * by baseDilation (`pad` with interior baseDilation-1 builds it); output o reads base positions
+ * o*stride + k*windowDilation for window offset k. The init is combined once per output.
+ *
+ * add: the padded base's cotangent is a reduce-window add of g dilated by the stride (interior
+ * padding), which sums for each position the outputs whose windows hold it; then unpad.
+ *
+ * maximum/minimum: per window offset k a strided slice of the padded base; the cotangent of each
+ * output goes to the FIRST element of its window (in row-major window order) that equals the
+ * result, as XLA's select-and-scatter with GE and PyTorch's max_pool2d do; positions of padding
+ * or dilation holes never take it. The init gets g where no element of the window equals the
+ * result.
+ */
+function reduceWindowVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  if (instr.operands.length !== 2) {
+    throw new Error(
+      "a variadic reduce-window (several inputs, e.g. max pooling with indices) has no " +
+        "derivative here; only single-input add/max/min reduce-windows do",
+    );
+  }
+  const kind = combinerOf(instr.called[0]!);
+  const [x, init] = instr.operands as [Instruction, Instruction];
+  const xd = dimsOf(x);
+  const gd = dimsOf(g);
+  const win = instr.attrs.window!;
+  const all = range(gd.length);
+  if (kind !== "add" && kind !== "maximum" && kind !== "minimum") {
+    throw new Error(
+      `a reduce-window whose reducer is ${kind ?? "not one binary op"} has no derivative ` +
+        "here (only add, maximum and minimum)",
+    );
+  }
+  if (gd.some((d) => d === 0) || xd.some((d) => d === 0)) {
+    return [c.full(0, xd), c.sum(g, all)];
+  }
+  const base: PaddingDim[] = win.map((w) => ({
+    low: w.padLow,
+    high: w.padHigh,
+    interior: w.baseDilation - 1,
+  }));
+  const P = win.map((w, i) => w.padLow + dilated(xd[i]!, w.baseDilation) + w.padHigh);
+  if (kind === "add") {
+    const gpad = b.pad(
+      g,
+      zeroOf(b, g),
+      win.map((w, i) => {
+        const span = (w.size - 1) * w.windowDilation;
+        return [span, P[i]! - dilated(gd[i]!, w.stride), w.stride - 1] as const;
+      }),
+    );
+    const gp = b.reduceWindow(
+      gpad,
+      zeroOf(b, g),
+      win.map((w) => ({ size: w.size, windowDilation: w.windowDilation })),
+      c.addReducer(),
+    );
+    return [unpad(b, gp, base), c.sum(g, all)];
+  }
+  const xp = b.pad(x, init, base);
+  const real = b.pad(
+    b.broadcast(b.scalar("pred", true), xd, []),
+    b.scalar("pred", false),
+    base,
+  );
+  const zero = c.full(0, gd);
+  let taken: Instruction | undefined;
+  let gp: Instruction | undefined;
+  const offsets: number[][] = [[]];
+  for (const w of win) {
+    const next: number[][] = [];
+    for (const o of offsets) for (let k = 0; k < w.size; k++) next.push([...o, k]);
+    offsets.splice(0, offsets.length, ...next);
+  }
+  for (const k of offsets) {
+    const starts = win.map((w, i) => k[i]! * w.windowDilation);
+    const limits = win.map((w, i) => starts[i]! + dilated(gd[i]!, w.stride));
+    const strides = win.map((w) => w.stride);
+    const at = b.and(
+      b.compare(b.slice(xp, starts, limits, strides), instr, "EQ"),
+      b.slice(real, starts, limits, strides),
+    );
+    const pick = taken === undefined ? at : b.and(at, b.not(taken));
+    taken = taken === undefined ? at : b.or(taken, at);
+    const part = b.pad(
+      b.select(pick, g, zero),
+      zeroOf(b, g),
+      win.map((w, i) => [starts[i]!, P[i]! - limits[i]!, w.stride - 1] as const),
+    );
+    gp = gp === undefined ? part : b.add(gp, part);
+  }
+  return [unpad(b, gp!, base), c.sum(b.select(taken!, zero, g), all)];
+}
+
 const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
@@ -377,7 +511,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   dot: dotVjp,
   convolution: none("not implemented yet"),
   reduce: reduceVjp,
-  "reduce-window": none("not implemented yet"),
+  "reduce-window": reduceWindowVjp,
   gather: none("not implemented yet"),
   scatter: none("not implemented yet"),
   sort: none("sort has no derivative here"),

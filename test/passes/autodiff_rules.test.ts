@@ -199,3 +199,104 @@ describe("movement rules", () => {
     }
   });
 });
+
+/** Distinct values 0.1 apart in random order (no ties within the FD step). */
+function distinct(dims: number[], seed: number, shift = 0): Literal {
+  const r = rng(seed);
+  const n = size(dims);
+  const v = Array.from({ length: n }, (_, k) => k);
+  for (let k = n - 1; k > 0; k--) {
+    const j = Math.floor(r() * (k + 1));
+    [v[k], v[j]] = [v[j]!, v[k]!];
+  }
+  return lit(dims, v.map((k) => (k - n / 2) * 0.1 + shift));
+}
+
+describe("reduce with max/min", () => {
+  const mk = (kind: "max" | "min", dims: number[]) =>
+    build([f32(3, 4, 2), f32()], (b, [x, init]) =>
+      b.reduce(x!, init!, dims, b.moduleBuilder!.reducer(kind, "f32")),
+    );
+  it("max and min over some dims vs central differences", () => {
+    const x = distinct([3, 4, 2], 1);
+    for (const kind of ["max", "min"] as const) {
+      checkAt(mk(kind, [1]), [x, lit([], [kind === "max" ? -9 : 9])]);
+      checkAt(mk(kind, [0, 2]), [x, lit([], [kind === "max" ? -9 : 9])]);
+    }
+  });
+  it("the init gets g where it is the result", () => {
+    // init 0.05 beats every element of some rows of x over dim 1.
+    checkAt(mk("max", [1]), [distinct([3, 4, 2], 2, -0.6), lit([], [0.05])]);
+  });
+  it("ties split g evenly (as JAX and PyTorch's amax)", () => {
+    const m = build([f32(2, 4), f32()], (b, [x, init]) =>
+      b.reduce(x!, init!, [1], b.moduleBuilder!.reducer("max", "f32")),
+    );
+    const x = lit([2, 4], [1, 3, 3, 2, 5, 5, 5, 5]);
+    const [gx, ginit] = vjpAt(m, [x, lit([], [-Infinity])], lit([2], [6, 8]));
+    expect(gx).toEqual([0, 3, 3, 0, 2, 2, 2, 2]);
+    expect(ginit).toEqual([0]);
+  });
+  it("a variadic (argmax-style) reduce says why it has no derivative", () => {
+    const mb = new ModuleBuilder("f");
+    const pick = mb.computation("pick", (c) => {
+      const [av, ai, bv, bi] = [f32(), s32(), f32(), s32()].map((s) => c.parameter(s));
+      const gt = c.compare(bv!, av!, "GT");
+      return c.tuple([c.select(gt, bv!, av!), c.select(gt, bi!, ai!)]);
+    });
+    mb.entry("main", (b) => {
+      const x = b.parameter(f32(4));
+      const r = b.reduce(
+        [x, b.iota(s32(4), 0)],
+        [b.scalar("f32", -Infinity), b.scalar("s32", 0)],
+        [0],
+        pick,
+      );
+      return b.getTupleElement(r, 0);
+    });
+    expect(() => vjpModule(mb.build())).toThrow(AutodiffError);
+    expect(() => vjpModule(mb.build())).toThrow(/no derivative for reduce .*variadic reduce/);
+  });
+});
+
+describe("reduce-window", () => {
+  type W = { size: number; stride?: number; padLow?: number; padHigh?: number;
+    windowDilation?: number; baseDilation?: number };
+  const windows: [string, W[]][] = [
+    ["2x2 stride 2 (pooling)", [{ size: 1 }, { size: 2, stride: 2 }, { size: 2, stride: 2 }]],
+    ["3x3 stride 1 pad 1", [{ size: 1 }, { size: 3, padLow: 1, padHigh: 1 },
+      { size: 3, padLow: 1, padHigh: 1 }]],
+    ["stride 2 with a tail, window dilation 2", [{ size: 1 }, { size: 2, stride: 2 },
+      { size: 2, windowDilation: 2, padHigh: 1 }]],
+    ["base dilation, negative padding, window over dim 0",
+      [{ size: 2 }, { size: 2, baseDilation: 2, padLow: -1 }, { size: 3, stride: 2, padLow: 2 }]],
+  ];
+  for (const [name, w] of windows) {
+    for (const kind of ["add", "max", "min"] as const) {
+      it(`${kind}: ${name}`, () => {
+        const m = build([f32(2, 4, 5), f32()], (b, [x, init]) =>
+          b.reduceWindow(x!, init!, w, b.moduleBuilder!.reducer(kind, "f32")),
+        );
+        const init = kind === "add" ? 0.3 : kind === "max" ? -0.05 : 0.05;
+        checkAt(m, [distinct([2, 4, 5], 7), lit([], [init])]);
+      });
+    }
+  }
+  it("max: a tie goes to the first element of the window; padding never takes it", () => {
+    const m = build([f32(1, 5), f32()], (b, [x, init]) =>
+      b.reduceWindow(x!, init!, [{ size: 1 }, { size: 3, stride: 2, padLow: 1, padHigh: 1 }],
+        b.moduleBuilder!.reducer("max", "f32")),
+    );
+    // Windows x[-1..1], x[1..3], x[3..5]: [pad, 2, 2], [2, 1, 2], [2, 2, pad], with init 2 (so
+    // padding would tie too).
+    const [gx, ginit] = vjpAt(m, [lit([1, 5], [2, 2, 1, 2, 2]), lit([], [2])],
+      lit([1, 3], [1, 10, 100]));
+    expect(gx).toEqual([1, 10, 0, 100, 0]);
+    expect(ginit).toEqual([0]);
+    // With init above every element, the init takes everything.
+    const [gx2, ginit2] = vjpAt(m, [lit([1, 5], [0, 0, 1, 0, 0]), lit([], [5])],
+      lit([1, 3], [1, 10, 100]));
+    expect(gx2).toEqual([0, 0, 0, 0, 0]);
+    expect(ginit2).toEqual([111]);
+  });
+});
