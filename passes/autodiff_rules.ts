@@ -3,11 +3,12 @@
 // returns one cotangent per operand (undefined where none flows). Opcodes without a derivative
 // map to `{ none: reason }`; autodiff.ts throws an AutodiffError when a gradient reaches one.
 
-import type { ComputationBuilder } from "../ir/builder.ts";
+import { ComputationBuilder } from "../ir/builder.ts";
+import { literal } from "../ir/literal.ts";
 import type { Computation, Instruction } from "../ir/module.ts";
 import type { Opcode } from "../ir/opcodes.ts";
 import type { PaddingDim } from "../ir/attributes.ts";
-import type { ArrayShape } from "../ir/shape.ts";
+import { arrayShape, scalarShape, type ArrayShape, type ElementType } from "../ir/shape.ts";
 
 export interface VjpContext {
   readonly b: ComputationBuilder;
@@ -412,6 +413,158 @@ function reduceWindowVjp(c: VjpContext): (Instruction | undefined)[] {
   return [unpad(b, gp!, base), c.sum(b.select(taken!, zero, g), all)];
 }
 
+/** An integer scalar of an index type. */
+const indexScalar = (b: ComputationBuilder, type: ElementType, v: number): Instruction =>
+  b.scalar(type, v);
+
+/**
+ * The index vectors' components: one array over the batch dims of `idx` (every dim but
+ * indexVectorDim) per entry of the index vector.
+ */
+function indexComponents(b: ComputationBuilder, idx: Instruction, ivd: number, n: number) {
+  const d = dimsOf(idx);
+  if (ivd === d.length) return [idx];
+  const batch = d.filter((_, i) => i !== ivd);
+  return range(n).map((j) => {
+    const s = b.slice(
+      idx,
+      d.map((_, i) => (i === ivd ? j : 0)),
+      d.map((x, i) => (i === ivd ? j + 1 : x)),
+    );
+    return b.reshape(s, batch);
+  });
+}
+
+/**
+ * `idx` with each index vector clamped as gather clamps it (to [0, dim - sliceSize] per
+ * operand dim it maps to), so a scatter of the same windows lands where gather read them.
+ */
+function clampIndices(
+  b: ComputationBuilder,
+  idx: Instruction,
+  ivd: number,
+  bounds: readonly number[],
+): Instruction {
+  const t = arr(idx).type;
+  const d = dimsOf(idx);
+  const zero = indexScalar(b, t, 0);
+  if (bounds.length === 0) return idx;
+  let hi: Instruction;
+  if (bounds.every((v) => v === bounds[0])) hi = indexScalar(b, t, bounds[0]!);
+  else {
+    const vec = b.constant(literal(t, [bounds.length], bounds));
+    hi = b.broadcast(vec, d, [ivd]);
+  }
+  return b.clamp(zero, idx, hi);
+}
+
+/** Pred over the update dims: true where the update's window lies in bounds (scatter applies it). */
+function inBoundsUpdates(
+  b: ComputationBuilder,
+  idx: Instruction,
+  ivd: number,
+  bounds: readonly number[],
+  updateDims: readonly number[],
+  updateScatterDims: readonly number[],
+): Instruction | undefined {
+  if (bounds.length === 0) return undefined;
+  const t = arr(idx).type;
+  let ok: Instruction | undefined;
+  indexComponents(b, idx, ivd, bounds.length).forEach((comp, j) => {
+    const cd = dimsOf(comp);
+    const lo = b.broadcast(indexScalar(b, t, 0), cd, []);
+    const hi = b.broadcast(indexScalar(b, t, bounds[j]!), cd, []);
+    const inside = b.and(b.compare(comp, lo, "GE"), b.compare(comp, hi, "LE"));
+    ok = ok === undefined ? inside : b.and(ok, inside);
+  });
+  return b.broadcast(ok!, updateDims, updateScatterDims);
+}
+
+/** gather: a scatter-add of g into zeros with the same dimension numbers (indices clamped). */
+function gatherVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  const [x, idx] = instr.operands as [Instruction, Instruction];
+  const gn = instr.attrs.gather!;
+  const sizes = instr.attrs.gatherSliceSizes!;
+  const xd = dimsOf(x);
+  const bounds = gn.startIndexMap.map((d) => xd[d]! - sizes[d]!);
+  const gx = b.scatter(
+    c.full(0, xd),
+    clampIndices(b, idx, gn.indexVectorDim, bounds),
+    g,
+    {
+      updateWindowDims: gn.offsetDims,
+      insertedWindowDims: gn.collapsedSliceDims,
+      scatterDimsToOperandDims: gn.startIndexMap,
+      indexVectorDim: gn.indexVectorDim,
+      inputBatchingDims: gn.operandBatchingDims,
+      scatterIndicesBatchingDims: gn.startIndicesBatchingDims,
+    },
+    c.addReducer(),
+  );
+  return [gx, undefined];
+}
+
+/**
+ * scatter of one input. add: the operand gets g, each update the gather of g at its window (0
+ * for a window out of bounds, which scatter skips). Replace (the combiner returns the update):
+ * s32 ids of the update elements are scattered the same way, so each operand position learns
+ * which element was written last (the evaluator's order; XLA leaves repeated indices unordered)
+ * and only that element gets g there; the operand keeps g where nothing was written. A combiner
+ * that keeps the operand: g to the operand, nothing to the updates.
+ */
+function scatterVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr, g } = c;
+  if (instr.operands.length !== 3) {
+    throw new Error("a variadic scatter (several inputs) has no derivative here");
+  }
+  const [x, idx, u] = instr.operands as [Instruction, Instruction, Instruction];
+  const kind = combinerOf(instr.called[0]!);
+  if (kind === "param0") return [g, undefined, undefined];
+  if (kind !== "add" && kind !== "param1") {
+    throw new Error(
+      `a scatter whose combiner is ${kind ?? "not one binary op"} has no derivative here ` +
+        "(only add and replace)",
+    );
+  }
+  const sn = instr.attrs.scatter!;
+  const xd = dimsOf(x);
+  const ud = dimsOf(u);
+  const windowOperandDims = range(xd.length).filter(
+    (d) => !sn.insertedWindowDims.includes(d) && !sn.inputBatchingDims.includes(d),
+  );
+  const sizes = xd.map(() => 1);
+  windowOperandDims.forEach((d, k) => (sizes[d] = ud[sn.updateWindowDims[k]!]!));
+  const dims = {
+    offsetDims: sn.updateWindowDims,
+    collapsedSliceDims: sn.insertedWindowDims,
+    startIndexMap: sn.scatterDimsToOperandDims,
+    indexVectorDim: sn.indexVectorDim,
+    operandBatchingDims: sn.inputBatchingDims,
+    startIndicesBatchingDims: sn.scatterIndicesBatchingDims,
+  };
+  const gathered = b.gather(g, idx, dims, sizes);
+  const zu = c.full(0, ud);
+  if (kind === "add") {
+    const bounds = sn.scatterDimsToOperandDims.map((d) => xd[d]! - sizes[d]!);
+    const updateScatterDims = range(ud.length).filter((d) => !sn.updateWindowDims.includes(d));
+    const ok = inBoundsUpdates(b, idx, sn.indexVectorDim, bounds, ud, updateScatterDims);
+    return [g, undefined, ok === undefined ? gathered : b.select(ok, gathered, zu)];
+  }
+  const m = b.computation.parent;
+  const replace = m.addComputation(m.uniqueComputationName("vjp_replace_s32"));
+  const rb = new ComputationBuilder(replace);
+  rb.parameter(scalarShape("s32"));
+  replace.root = rb.parameter(scalarShape("s32"));
+  const n = ud.reduce((p, d) => p * d, 1);
+  const ids = b.reshape(b.iota(arrayShape("s32", [n]), 0), ud);
+  const none = b.broadcast(b.scalar("s32", -1), xd, []);
+  const written = b.scatter(none, idx, ids, sn, replace);
+  const kept = b.compare(written, none, "EQ");
+  const won = b.compare(b.gather(written, idx, dims, sizes), ids, "EQ");
+  return [b.select(kept, g, c.full(0, xd)), undefined, b.select(won, gathered, zu)];
+}
+
 const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
@@ -512,8 +665,8 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   convolution: none("not implemented yet"),
   reduce: reduceVjp,
   "reduce-window": reduceWindowVjp,
-  gather: none("not implemented yet"),
-  scatter: none("not implemented yet"),
+  gather: gatherVjp,
+  scatter: scatterVjp,
   sort: none("sort has no derivative here"),
   tuple: () => {
     throw new Error("tuple is handled by the driver");

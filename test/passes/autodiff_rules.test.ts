@@ -300,3 +300,75 @@ describe("reduce-window", () => {
     expect(ginit2).toEqual([111]);
   });
 });
+
+describe("gather and scatter", () => {
+  it("gather: embedding rows with repeated and out-of-range (clamped) indices", () => {
+    const m = build([f32(5, 3), s32(6)], (b, [x, i]) => {
+      const y = b.gather(x!, i!, { offsetDims: [1], collapsedSliceDims: [0], startIndexMap: [0],
+        indexVectorDim: 1 }, [1, 3]);
+      return b.multiply(y, y);
+    });
+    checkAt(m, [randomLit(f32(5, 3), rng(1)), ints([6], [1, 3, 1, 0, 9, -2])]);
+  });
+  it("gather: 2-D windows at index vectors on dim 0, clamped at the far edge", () => {
+    const m = build([f32(4, 5), s32(2, 3)], (b, [x, i]) =>
+      b.exp(b.gather(x!, i!, { offsetDims: [0, 2], startIndexMap: [0, 1], indexVectorDim: 0 },
+        [2, 2])),
+    );
+    checkAt(m, [randomLit(f32(4, 5), rng(2)), ints([2, 3], [0, 3, 2, 1, 4, 1])]);
+  });
+  it("gather: batching dims (per-row take_along)", () => {
+    const m = build([f32(3, 4), s32(3, 2)], (b, [x, i]) =>
+      b.tanh(b.gather(x!, i!, { offsetDims: [], collapsedSliceDims: [1], startIndexMap: [1],
+        indexVectorDim: 2, operandBatchingDims: [0], startIndicesBatchingDims: [0] }, [1, 1])),
+    );
+    checkAt(m, [randomLit(f32(3, 4), rng(3)), ints([3, 2], [0, 0, 3, 1, 2, 2])]);
+  });
+  const scatterDims = { updateWindowDims: [1], insertedWindowDims: [0],
+    scatterDimsToOperandDims: [0], indexVectorDim: 1 };
+  const scatterModule = (kind: "add" | "replace" | "keep") => {
+    const mb = new ModuleBuilder("f");
+    const combiner = kind === "add" ? mb.reducer("add", "f32")
+      : mb.computation(kind, (c) => {
+        const a = c.parameter(f32());
+        const u = c.parameter(f32());
+        return kind === "replace" ? u : a;
+      });
+    mb.entry("main", (b) => {
+      const x = b.parameter(f32(4, 3));
+      const i = b.parameter(s32(5));
+      const u = b.parameter(f32(5, 3));
+      const y = b.scatter(b.exp(x), i, b.multiply(u, u), scatterDims, combiner);
+      return b.multiply(y, x);
+    });
+    return mb.build();
+  };
+  const args = (i: number[], seed: number) => {
+    const r = rng(seed);
+    return [randomLit(f32(4, 3), r), ints([5], i), randomLit(f32(5, 3), r)];
+  };
+  it("scatter add: repeated indices, out-of-range windows skipped", () => {
+    checkAt(scatterModule("add"), args([1, 3, 1, 7, -1], 4));
+  });
+  it("scatter replace: unique indices, repeated ones (the last write wins), out of range", () => {
+    checkAt(scatterModule("replace"), args([2, 0, 3, 1, 5], 5));
+    const g = checkAt(scatterModule("replace"), args([2, 0, 2, 9, 2], 6));
+    // Rows 0 and 1 of the updates lost to row 4 (or went out of range): no gradient.
+    expect(g[1]!.toNumbers().slice(0, 3).every((v) => v === 0)).toBe(true);
+    expect(g[1]!.toNumbers().slice(9, 12).every((v) => v === 0)).toBe(true);
+  });
+  it("scatter that keeps the operand: nothing flows to the updates", () => {
+    const g = checkAt(scatterModule("keep"), args([2, 0, 3, 1, 1], 7));
+    expect(g[1]!.toNumbers().every((v) => v === 0)).toBe(true);
+  });
+  it("scatter with a multiply combiner says why it has no derivative", () => {
+    const mb = new ModuleBuilder("f");
+    mb.entry("main", (b) => {
+      const x = b.parameter(f32(4, 3));
+      const u = b.parameter(f32(5, 3));
+      return b.scatter(x, b.constant(ints([5], [0, 1, 2, 3, 0])), u, scatterDims,
+        mb.reducer("mul", "f32"));
+    });
+    expect(() => vjpModule(mb.build())).toThrow(/scatter .*combiner is multiply/);
+  });
+});
