@@ -565,6 +565,143 @@ function scatterVjp(c: VjpContext): (Instruction | undefined)[] {
   return [b.select(kept, g, c.full(0, xd)), undefined, b.select(won, gathered, zu)];
 }
 
+/** `x` transposed by `perm` (result dim i is x's dim perm[i]), skipped when perm is identity. */
+function permute(b: ComputationBuilder, x: Instruction, perm: readonly number[]): Instruction {
+  return perm.some((p, i) => p !== i) ? b.transpose(x, perm) : x;
+}
+
+
+/**
+ * convolution, both operands, for any window (strides, padding of either sign, lhs and rhs
+ * dilation, window reversal), feature_group_count or batch_group_count, and dim numbers.
+ *
+ * lhs: a convolution of g with the kernel spatially reversed and its feature dims swapped (the
+ * group axis moved from the output features to the new output features), lhs dilation = the
+ * forward stride, stride = the forward lhs dilation, padding (dilated window - 1 - padLow) low and
+ * whatever gives back the input's size high. With batch groups the groups come out in the
+ * features and are moved back into the batch.
+ *
+ * rhs: a convolution of the lhs (batch and feature roles swapped) with g as the kernel, stride =
+ * the forward rhs dilation, rhs dilation = the forward stride; feature groups become batch groups
+ * and batch groups feature groups.
+ */
+function convolutionVjp(c: VjpContext): (Instruction | undefined)[] {
+  const { b, instr } = c;
+  const [lhs, rhs] = instr.operands as [Instruction, Instruction];
+  const dn = instr.attrs.convDims!;
+  const win = instr.attrs.window!;
+  const G = instr.attrs.featureGroupCount ?? 1;
+  const Bg = instr.attrs.batchGroupCount ?? 1;
+  const lt = arr(lhs).type;
+  const g = arr(c.g).type === lt ? c.g : b.convert(c.g, lt);
+  const ld = dimsOf(lhs);
+  const rd = dimsOf(rhs);
+  const gd = dimsOf(g);
+  const sp = range(dn.inputSpatial.length);
+  const N = sp.map((i) => ld[dn.inputSpatial[i]!]!);
+  const K = sp.map((i) => rd[dn.kernelSpatial[i]!]!);
+  const O = sp.map((i) => gd[dn.outputSpatial[i]!]!);
+  if ([...ld, ...rd, ...gd].some((d) => d === 0)) {
+    return [b.broadcast(b.scalar(lt, 0), ld, []), b.broadcast(b.scalar(lt, 0), rd, [])];
+  }
+  const canonSpatial = sp.map((i) => 2 + i);
+  const canonOut = { outputBatch: 0, outputFeature: 1, outputSpatial: canonSpatial };
+
+  // ---- lhs: kernel as [new in features, new out features, spatial...] = [F/grp, grp*Ci, K...].
+  const F = rd[dn.kernelOutputFeature]!;
+  const Ci = rd[dn.kernelInputFeature]!;
+  const grp = Math.max(G, Bg);
+  let w = permute(b, rhs, [dn.kernelOutputFeature, dn.kernelInputFeature, ...dn.kernelSpatial]);
+  if (grp > 1) {
+    w = b.reshape(w, [grp, F / grp, Ci, ...K]);
+    w = b.transpose(w, [1, 0, 2, ...sp.map((i) => 3 + i)]);
+    w = b.reshape(w, [F / grp, grp * Ci, ...K]);
+  }
+  const rev = sp.filter((i) => !win[i]!.windowReversal).map((i) => 2 + i);
+  if (rev.length > 0) w = b.reverse(w, rev);
+  const lhsWindow = sp.map((i) => {
+    const x = win[i]!;
+    const span = dilated(K[i]!, x.windowDilation);
+    const low = span - 1 - x.padLow;
+    const high = dilated(N[i]!, x.baseDilation) + span - 1 - dilated(O[i]!, x.stride) - low;
+    return {
+      size: K[i]!,
+      stride: x.baseDilation,
+      padLow: low,
+      padHigh: high,
+      windowDilation: x.windowDilation,
+      baseDilation: x.stride,
+    };
+  });
+  let dl = b.convolution(g, w, {
+    window: lhsWindow,
+    dims: {
+      inputBatch: dn.outputBatch,
+      inputFeature: dn.outputFeature,
+      inputSpatial: dn.outputSpatial,
+      kernelInputFeature: 0,
+      kernelOutputFeature: 1,
+      kernelSpatial: canonSpatial,
+      ...canonOut,
+    },
+    featureGroupCount: grp,
+  });
+  if (Bg > 1) {
+    // [Nb, Bg*C, S...] -> [Bg*Nb, C, S...]: batch group k held batch rows k*Nb ... k*Nb+Nb-1.
+    const nb = gd[dn.outputBatch]!;
+    const S = sp.map((i) => N[i]!);
+    dl = b.reshape(dl, [nb, Bg, Ci, ...S]);
+    dl = b.transpose(dl, [1, 0, 2, ...sp.map((i) => 3 + i)]);
+    dl = b.reshape(dl, [Bg * nb, Ci, ...S]);
+  }
+  const toLhs: number[] = [];
+  toLhs[dn.inputBatch] = 0;
+  toLhs[dn.inputFeature] = 1;
+  dn.inputSpatial.forEach((d, i) => (toLhs[d] = 2 + i));
+  dl = permute(b, dl, toLhs);
+
+  // ---- rhs: result [Ci, F, K...] (batch <- input features, features <- output features).
+  const rhsWindow = sp.map((i) => {
+    const x = win[i]!;
+    const high =
+      (K[i]! - 1) * x.windowDilation +
+      dilated(O[i]!, x.stride) -
+      dilated(N[i]!, x.baseDilation) -
+      x.padLow;
+    return {
+      size: O[i]!,
+      stride: x.windowDilation,
+      padLow: x.padLow,
+      padHigh: high,
+      windowDilation: x.stride,
+      baseDilation: x.baseDilation,
+    };
+  });
+  let dr = b.convolution(lhs, g, {
+    window: rhsWindow,
+    dims: {
+      inputBatch: dn.inputFeature,
+      inputFeature: dn.inputBatch,
+      inputSpatial: dn.inputSpatial,
+      kernelInputFeature: dn.outputBatch,
+      kernelOutputFeature: dn.outputFeature,
+      kernelSpatial: dn.outputSpatial,
+      ...canonOut,
+    },
+    featureGroupCount: Bg,
+    batchGroupCount: G,
+  });
+  const back = sp.filter((i) => win[i]!.windowReversal).map((i) => 2 + i);
+  if (back.length > 0) dr = b.reverse(dr, back);
+  const toRhs: number[] = [];
+  toRhs[dn.kernelInputFeature] = 0;
+  toRhs[dn.kernelOutputFeature] = 1;
+  dn.kernelSpatial.forEach((d, i) => (toRhs[d] = 2 + i));
+  dr = permute(b, dr, toRhs);
+  const rt = arr(rhs).type;
+  return [dl, rt === lt ? dr : b.convert(dr, rt)];
+}
+
 const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
@@ -662,7 +799,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   pad: padVjp,
   reverse: U(({ b, g, instr }) => b.reverse(g, instr.attrs.dimensions ?? [])),
   dot: dotVjp,
-  convolution: none("not implemented yet"),
+  convolution: convolutionVjp,
   reduce: reduceVjp,
   "reduce-window": reduceWindowVjp,
   gather: gatherVjp,

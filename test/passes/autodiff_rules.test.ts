@@ -372,3 +372,42 @@ describe("gather and scatter", () => {
     expect(() => vjpModule(mb.build())).toThrow(/scatter .*combiner is multiply/);
   });
 });
+
+describe("convolution", () => {
+  type W = { size: number; stride?: number; padLow?: number; padHigh?: number;
+    windowDilation?: number; baseDilation?: number; windowReversal?: boolean };
+  const cases: [string, number[], number[], string, W[], { fgc?: number; bgc?: number }][] = [
+    ["1-D: stride 2, padding 1/2, dilation 2", [2, 3, 9], [4, 3, 3], "bf0_oi0->bf0",
+      [{ size: 3, stride: 2, padLow: 1, padHigh: 2, windowDilation: 2 }], {}],
+    ["2-D grouped (2): stride 2x1, padding 1, dilation 1x2", [1, 4, 5, 6], [6, 2, 3, 2],
+      "bf01_oi01->bf01",
+      [{ size: 3, stride: 2, padLow: 1, padHigh: 1 },
+        { size: 2, padLow: 1, padHigh: 1, windowDilation: 2 }], { fgc: 2 }],
+    ["3-D: padding on two dims", [1, 2, 3, 4, 3], [2, 2, 2, 2, 2], "bf012_oi012->bf012",
+      [{ size: 2, padLow: 1, padHigh: 1 }, { size: 2, stride: 2 },
+        { size: 2, padLow: 1, padHigh: 0 }], {}],
+    // As convTranspose2d lowers (stride 2, padding 2 > dilation*(k-1), output padding 1):
+    // lhs dilation, negative low padding.
+    ["transposed-style: lhs dilation 2, negative padding", [1, 2, 3, 3], [3, 2, 2, 3],
+      "bf01_oi01->bf01",
+      [{ size: 2, baseDilation: 2, padLow: -1, padHigh: 0 },
+        { size: 3, baseDilation: 2, padLow: 0, padHigh: 1 }], {}],
+    ["window reversal, strided", [1, 2, 5, 4], [2, 2, 2, 3], "bf01_oi01->bf01",
+      [{ size: 2, stride: 2, windowReversal: true }, { size: 3, padLow: 1, padHigh: 1 }], {}],
+    ["depthwise (groups 3) in b01f_01io->b01f, strided", [2, 4, 4, 3], [2, 2, 1, 3],
+      "b01f_01io->b01f",
+      [{ size: 2, stride: 2, padHigh: 1 }, { size: 2, padLow: 1, windowDilation: 2 }],
+      { fgc: 3 }],
+    ["batch_group_count 2, odd dim labels", [3, 4, 5], [2, 3, 4], "fb0_0io->0bf",
+      [{ size: 2, stride: 2, padLow: 1, padHigh: 1 }], { bgc: 2 }],
+  ];
+  for (const [name, xd, wd, labels, window, o] of cases) {
+    it(name, () => {
+      const m = build([f32(...xd), f32(...wd)], (b, [x, w]) =>
+        b.convolution(x!, w!, { window, dims: labels, featureGroupCount: o.fgc,
+          batchGroupCount: o.bgc }),
+      );
+      checkGrad(m, [f32(...xd), f32(...wd)]);
+    });
+  }
+});
