@@ -10,6 +10,9 @@ import { literal, type Literal } from "../../ir/literal.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { arrayShape, isFloatType, type ArrayShape } from "../../ir/shape.ts";
 import { AutodiffError, vjpModule } from "../../passes/index.ts";
+import { lowerOp, type Attrs, type Lowering } from "../../tensor/dispatch.ts";
+import * as nnf from "../../tensor/ops/nn_functional.ts";
+import { amax } from "../../tensor/ops/reduction.ts";
 import { rng } from "./support.ts";
 
 type Range = [number, number];
@@ -410,4 +413,47 @@ describe("convolution", () => {
       checkGrad(m, [f32(...xd), f32(...wd)]);
     });
   }
+});
+
+describe("frontend lowerings (tensor/ops) are differentiable", () => {
+  /** A module of one lowered op over f32 params. */
+  const lowered = (op: { definition: unknown }, shapes: ArrayShape[], attrs: Attrs) =>
+    build(shapes, (b, ps) => {
+      const r = lowerOp(b, op.definition as Lowering, ps, attrs);
+      return Array.isArray(r) ? r[0]! : r;
+    });
+  const conv = { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 };
+  it("conv2d: stride, padding, dilation, groups, bias", () => {
+    const s = [f32(1, 4, 6, 5), f32(4, 2, 3, 2), f32(4)];
+    const m = lowered(nnf.conv2d, s, { ...conv, stride: [2, 1], padding: [1, 2], dilation: [1, 2],
+      groups: 2 });
+    checkGrad(m, s);
+  });
+  it("conv1d with padding 'same' and dilation", () => {
+    const s = [f32(2, 2, 7), f32(3, 2, 3)];
+    checkGrad(lowered(nnf.conv1d, s, { stride: [1], padding: "same", dilation: [2], groups: 1 }),
+      s);
+  });
+  it("convTranspose2d: stride, padding, output padding, groups", () => {
+    const s = [f32(1, 4, 3, 3), f32(4, 1, 3, 2)];
+    const m = lowered(nnf.convTranspose2d, s, { ...conv, stride: [2, 2], padding: [1, 2],
+      outputPadding: [1, 0], groups: 2 });
+    checkGrad(m, s);
+  });
+  it("maxPool2d (padding, ceil mode) and avgPool2d", () => {
+    const s = [f32(1, 2, 5, 5)];
+    const x = distinct([1, 2, 5, 5], 9);
+    checkAt(lowered(nnf.maxPool2d, s, { kernelSize: [3, 2], stride: [2, 2], padding: [1, 1],
+      dilation: [1, 1], ceilMode: true }), [x]);
+    checkAt(lowered(nnf.avgPool2d, s, { kernelSize: [3, 3], stride: [2, 1], padding: [1, 0],
+      ceilMode: false, countIncludePad: false }), [x]);
+  });
+  it("amax over a dim", () => {
+    checkAt(lowered(amax, [f32(3, 4)], { dim: [1], keepdim: false }), [distinct([3, 4], 10)]);
+  });
+  it("maxPool2dWithIndices (a variadic reduce-window) says why it has none", () => {
+    const m = lowered(nnf.maxPool2dWithIndices, [f32(1, 1, 4, 4)], { kernelSize: [2, 2],
+      stride: [2, 2], padding: [0, 0], dilation: [1, 1], ceilMode: false });
+    expect(() => vjpModule(m)).toThrow(/reduce-window .*variadic reduce-window/);
+  });
 });
