@@ -163,8 +163,16 @@ export function reverseSweep(
       give(instr.operand(0), c);
       continue;
     }
-    if (Array.isArray(g)) throw new AutodiffError(instr, "a tuple-shaped result");
     const rule = VJP_RULES[instr.opcode];
+    if (Array.isArray(g)) {
+      throw new AutodiffError(
+        instr,
+        typeof rule === "function"
+          ? `a tuple-shaped result (a variadic ${instr.opcode}, such as an argmax or a max ` +
+              "with indices, has no derivative rule)"
+          : rule.none,
+      );
+    }
     if (!(typeof rule === "function")) throw new AutodiffError(instr, rule.none);
     const s = instr.shape as ArrayShape;
     const ctx: VjpContext = {
@@ -174,6 +182,7 @@ export function reverseSweep(
       full: (v, dims) => b.broadcast(b.scalar(s.type, v), dims, []),
       sum: (x, dims) =>
         dims.length === 0 ? x : b.reduce(x, b.scalar(s.type, 0), dims, addReducer(s.type)),
+      addReducer: () => addReducer(s.type),
     };
     let gs: (Instruction | undefined)[];
     try {
