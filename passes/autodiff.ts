@@ -9,7 +9,7 @@ import { cloneModule } from "../ir/clone.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
 import { isFloatType, scalarShape, type ArrayShape, type Shape } from "../ir/shape.ts";
 import { verifyModule } from "../ir/verify.ts";
-import { VJP_RULES, type VjpContext } from "./autodiff_rules.ts";
+import { argReduceVjp, VJP_RULES, type VjpContext } from "./autodiff_rules.ts";
 
 export class AutodiffError extends Error {
   constructor(instr: Instruction, reason: string) {
@@ -164,6 +164,17 @@ export function reverseSweep(
       continue;
     }
     const rule = VJP_RULES[instr.opcode];
+    if (Array.isArray(g) && instr.opcode === "reduce" && instr.operands.length === 4) {
+      let gs: (Instruction | undefined)[];
+      try {
+        gs = argReduceVjp(b, instr, g);
+      } catch (e) {
+        if (e instanceof AutodiffError) throw e;
+        throw new AutodiffError(instr, (e as Error).message);
+      }
+      instr.operands.forEach((o, j) => give(o, gs[j]));
+      continue;
+    }
     if (Array.isArray(g)) {
       throw new AutodiffError(
         instr,

@@ -34,6 +34,11 @@ const dimsOf = (i: Instruction): readonly number[] => arr(i).dims;
 const range = (n: number): number[] => Array.from({ length: n }, (_, k) => k);
 
 const none = (reason: string): { none: string } => ({ none: reason });
+/**
+ * Piecewise-constant ops (sign, floor, ceil, the roundings): zero almost everywhere, and zero
+ * where it jumps too, as PyTorch defines them — no cotangent flows to the operand.
+ */
+const zeroGradient: VjpRule = () => [];
 const notFloat = none("its result is not a float (integer, pred or index)");
 
 function maskedPair(c: VjpContext, dir: "GE" | "LE"): (Instruction | undefined)[] {
@@ -316,6 +321,39 @@ function reduceVjp(c: VjpContext): (Instruction | undefined)[] {
   const gx = b.select(eq, share, c.full(0, xd));
   const none = b.compare(count, c.full(0, dimsOf(g)), "EQ");
   return [gx, c.sum(b.select(none, g, c.full(0, dimsOf(g))), all)];
+}
+
+/**
+ * A variadic reduce of (values, positions) as an argmax/argmin lowers (tensor/ops/reduction.ts
+ * argReduce: the second input an iota along the reduced dim, so each output's position names
+ * one element): the values' cotangent goes to exactly the element whose position the reduce
+ * returned, as PyTorch's max(dim)/min(dim) backward (an index_put at the returned indices); the
+ * positions get none. Any other variadic reduce has no derivative here.
+ */
+export function argReduceVjp(
+  b: ComputationBuilder,
+  instr: Instruction,
+  g: readonly unknown[],
+): (Instruction | undefined)[] {
+  const [x, pos] = instr.operands as [Instruction, Instruction];
+  const red = instr.attrs.dimensions ?? [];
+  const isIotaAlong = pos.opcode === "iota" && red.length === 1 &&
+    pos.attrs.iotaDimension === red[0];
+  if (!isIotaAlong) {
+    throw new Error(
+      "a variadic reduce has a derivative only as an argmax/argmin (values with the positions " +
+        "of an iota along the one reduced dim)",
+    );
+  }
+  const gv = g[0] as Instruction | undefined;
+  if (gv === undefined) return [];
+  const xd = dimsOf(x);
+  const kept = range(xd.length).filter((d) => !red.includes(d));
+  const chosen = b.broadcast(b.getTupleElement(instr, 1), xd, kept);
+  const hit = b.compare(pos, chosen, "EQ");
+  const t = arr(x).type;
+  const zero = b.broadcast(b.scalar(t, 0), xd, []);
+  return [b.select(hit, b.broadcast(gv, xd, kept), zero)];
 }
 
 /**
@@ -712,7 +750,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   iota: notFloat,
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),
-  sign: none("sign is piecewise constant"),
+  sign: zeroGradient,
   exponential: U(({ b, g, instr }) => b.multiply(g, instr)),
   "exponential-minus-one": U(({ b, g }, x) => b.multiply(g, b.exp(x))),
   log: U(({ b, g }, x) => b.divide(g, x)),
@@ -745,10 +783,10 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
     const e = b.exp(b.negate(b.multiply(x, x)));
     return b.multiply(g, b.multiply(c.full(2 / Math.sqrt(Math.PI), dimsOf(g)), e));
   }),
-  floor: none("floor is piecewise constant"),
-  ceil: none("ceil is piecewise constant"),
-  "round-nearest-afz": none("rounding is piecewise constant"),
-  "round-nearest-even": none("rounding is piecewise constant"),
+  floor: zeroGradient,
+  ceil: zeroGradient,
+  "round-nearest-afz": zeroGradient,
+  "round-nearest-even": zeroGradient,
   "is-finite": notFloat,
   not: notFloat,
   copy: U(({ g }) => g),

@@ -240,7 +240,7 @@ describe("reduce with max/min", () => {
     expect(gx).toEqual([0, 3, 3, 0, 2, 2, 2, 2]);
     expect(ginit).toEqual([0]);
   });
-  it("a variadic (argmax-style) reduce says why it has no derivative", () => {
+  const argmaxModule = (positions: "iota" | "param") => {
     const mb = new ModuleBuilder("f");
     const pick = mb.computation("pick", (c) => {
       const [av, ai, bv, bi] = [f32(), s32(), f32(), s32()].map((s) => c.parameter(s));
@@ -248,17 +248,30 @@ describe("reduce with max/min", () => {
       return c.tuple([c.select(gt, bv!, av!), c.select(gt, bi!, ai!)]);
     });
     mb.entry("main", (b) => {
-      const x = b.parameter(f32(4));
-      const r = b.reduce(
-        [x, b.iota(s32(4), 0)],
-        [b.scalar("f32", -Infinity), b.scalar("s32", 0)],
-        [0],
-        pick,
-      );
-      return b.getTupleElement(r, 0);
+      const x = b.parameter(f32(3, 4));
+      const pos = positions === "iota" ? b.iota(s32(3, 4), 1) : b.parameter(s32(3, 4));
+      const r = b.reduce([x, pos], [b.scalar("f32", -Infinity), b.scalar("s32", 0)], [1], pick);
+      return b.multiply(b.getTupleElement(r, 0), b.getTupleElement(r, 0));
     });
-    expect(() => vjpModule(mb.build())).toThrow(AutodiffError);
-    expect(() => vjpModule(mb.build())).toThrow(/no derivative for reduce .*variadic reduce/);
+    return mb.build();
+  };
+
+  it("an argmax-style variadic reduce sends the values' gradient to the returned position", () => {
+    // Distinct values, so the argmax is stable under the finite-difference steps.
+    const vals = [0.1, 0.9, -0.4, 0.3, 0.7, -0.2, 0.05, 0.5, -0.8, 0.6, 0.2, 0.95];
+    const grads = checkAt(argmaxModule("iota"), [literal("f32", [3, 4], vals)]);
+    const g = grads[0]!.toNumbers();
+    // One nonzero per row, at the row's maximum (cols 1, 0, 3).
+    expect(g.map((v) => v !== 0)).toEqual([
+      false, true, false, false, true, false, false, false, false, false, false, true,
+    ]);
+  });
+
+  it("any other variadic reduce says why it has no derivative", () => {
+    expect(() => vjpModule(argmaxModule("param"), { wrt: [0] })).toThrow(AutodiffError);
+    expect(() => vjpModule(argmaxModule("param"), { wrt: [0] })).toThrow(
+      /no derivative for reduce .*variadic reduce has a derivative only as an argmax/,
+    );
   });
 });
 
