@@ -9,6 +9,7 @@
 // While any trace runs, a compiled function called from the user's code inlines into it.
 
 import { setObserveHook, Tensor } from "../tensor/tensor.ts";
+import { setBackwardObserver } from "../tensor/autograd.ts";
 import { withMode, currentMode } from "../tensor/dispatch.ts";
 import { log } from "../util/log.ts";
 import type { CompileConfig } from "./config.ts";
@@ -63,12 +64,15 @@ function traceUser(
   }
   for (const [n, m] of fixedModules) tracer.swapState(m, n);
   const saved = setObserveHook(hook);
+  const savedBackward = setBackwardObserver((what) => tracer.noteBackward(what));
   depth++;
   try {
     return withMode(tracer.mode, () => target.run(self, symArgs));
   } finally {
     depth--;
     setObserveHook(saved);
+    setBackwardObserver(savedBackward);
+    tracer.noteStateUpdates();
     tracer.restore();
   }
 }

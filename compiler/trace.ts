@@ -176,6 +176,8 @@ export class Tracer {
   /** Each written property as it was before the call's first write to it. */
   private readonly before: [object, string, PropertyDescriptor | undefined][] = [];
   private readonly swapped: [Tensor, TensorImpl][] = [];
+  /** Each swapped tensor's `.grad` when the trace began (a change is an update: see below). */
+  private readonly gradsBefore = new Map<Tensor, Tensor | null>();
   private readonly bufferSlots = new Set<Tensor>();
   private rng: Uint32Array;
   private readonly inner: DispatchMode;
@@ -230,8 +232,49 @@ export class Tracer {
         );
         if (buffers.has(k)) this.bufferSlots.add(t);
         this.swapped.push([t, t.impl]);
+        this.gradsBefore.set(t, t.grad);
         t.impl = new TracedInputImpl(slot, value);
         this.slotTensors[slot] = t;
+      }
+    }
+  }
+
+  /**
+   * A backward()/grad() call: a compiled program does not repeat the gradient accumulation into
+   * `.grad` nor an optimizer's in-place updates yet, so such a call runs in replay mode (the
+   * user's code on every call, its tensor work fused by lazy mode), never as a program that would
+   * silently skip them.
+   */
+  noteBackward(what: "backward" | "grad"): void {
+    this.unreplayable.push({
+      reason:
+        `computes gradients (${what === "backward" ? "backward()" : "autograd.grad"}): ` +
+        `a training step is not compiled into one program yet; it runs in replay mode`,
+      location: userLocation(),
+    });
+  }
+
+  /**
+   * Parameters and buffers whose value the code replaced (`p.impl = ...`, what an optimizer
+   * step does) or whose `.grad` it set: a program would not repeat those updates, so the call
+   * runs in replay mode. Checked when the trace ends, before restore().
+   */
+  noteStateUpdates(): void {
+    for (const [t] of this.swapped) {
+      const path = this.slots[this.slotTensors.indexOf(t)]?.path ?? "a parameter";
+      const slot = t.impl instanceof TracedInputImpl ? t.impl.slot : undefined;
+      if (slot === undefined || this.slotTensors[slot] !== t) {
+        this.unreplayable.push({
+          reason: `updates the value of ${path} in place (its impl): a program does not ` +
+            `repeat in-place updates yet; it runs in replay mode`,
+          location: undefined,
+        });
+      }
+      if (t.grad !== this.gradsBefore.get(t)) {
+        this.unreplayable.push({
+          reason: `sets ${path}.grad: a program does not repeat it yet; it runs in replay mode`,
+          location: undefined,
+        });
       }
     }
   }

@@ -9,7 +9,7 @@ import { cloneModule } from "../ir/clone.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
 import { isFloatType, scalarShape, type ArrayShape, type Shape } from "../ir/shape.ts";
 import { verifyModule } from "../ir/verify.ts";
-import { VJP_RULES, type VjpContext } from "./autodiff_rules.ts";
+import { argReduceVjp, VJP_RULES, type VjpContext } from "./autodiff_rules.ts";
 
 export class AutodiffError extends Error {
   constructor(instr: Instruction, reason: string) {
@@ -163,8 +163,27 @@ export function reverseSweep(
       give(instr.operand(0), c);
       continue;
     }
-    if (Array.isArray(g)) throw new AutodiffError(instr, "a tuple-shaped result");
     const rule = VJP_RULES[instr.opcode];
+    if (Array.isArray(g) && instr.opcode === "reduce" && instr.operands.length === 4) {
+      let gs: (Instruction | undefined)[];
+      try {
+        gs = argReduceVjp(b, instr, g);
+      } catch (e) {
+        if (e instanceof AutodiffError) throw e;
+        throw new AutodiffError(instr, (e as Error).message);
+      }
+      instr.operands.forEach((o, j) => give(o, gs[j]));
+      continue;
+    }
+    if (Array.isArray(g)) {
+      throw new AutodiffError(
+        instr,
+        typeof rule === "function"
+          ? `a tuple-shaped result (a variadic ${instr.opcode}, such as an argmax or a max ` +
+              "with indices, has no derivative rule)"
+          : rule.none,
+      );
+    }
     if (!(typeof rule === "function")) throw new AutodiffError(instr, rule.none);
     const s = instr.shape as ArrayShape;
     const ctx: VjpContext = {
@@ -174,6 +193,7 @@ export function reverseSweep(
       full: (v, dims) => b.broadcast(b.scalar(s.type, v), dims, []),
       sum: (x, dims) =>
         dims.length === 0 ? x : b.reduce(x, b.scalar(s.type, 0), dims, addReducer(s.type)),
+      addReducer: () => addReducer(s.type),
     };
     let gs: (Instruction | undefined)[];
     try {

@@ -230,6 +230,18 @@ function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly bool
 
 // ---- The engine -----------------------------------------------------------------------------
 
+/** Told of every backward()/grad() call (compile()'s trace: a compiled step cannot hold one yet). */
+let backwardObserver: ((what: "backward" | "grad") => void) | undefined;
+
+/** Sets the observer of backward()/grad() calls; returns the previous one. */
+export function setBackwardObserver(
+  o: ((what: "backward" | "grad") => void) | undefined,
+): ((what: "backward" | "grad") => void) | undefined {
+  const saved = backwardObserver;
+  backwardObserver = o;
+  return saved;
+}
+
 export interface BackwardOptions {
   /** Keep the graph's saved values so backward can run through it again (default false). */
   retainGraph?: boolean;
@@ -252,6 +264,7 @@ export function backward(
   gradients?: Tensor | readonly (Tensor | undefined)[],
   options: BackwardOptions = {},
 ): void {
+  backwardObserver?.("backward");
   try {
     const roots = Array.isArray(tensors) ? tensors : [tensors as Tensor];
     const seeds = seedsFor("backward", roots, gradients);
@@ -284,6 +297,7 @@ export function grad(
   gradOutputs?: Tensor | readonly (Tensor | undefined)[],
   options: GradOptions = {},
 ): (Tensor | null)[] {
+  backwardObserver?.("grad");
   try {
     const roots = Array.isArray(outputs) ? outputs : [outputs as Tensor];
     const ins = Array.isArray(inputs) ? inputs : [inputs as Tensor];

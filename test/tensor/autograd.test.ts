@@ -113,6 +113,34 @@ describe("backward", () => {
     expect(a.grad).toBeNull();
     close(b.grad, [1, 2]);
   });
+  it("several outputs of one op: a gradient through the values, none through the indices", () => {
+    const x = tensor([[1, 5, 3], [7, 2, 4]]).requiresGrad_();
+    const [values, indices] = x.max(1) as unknown as [Tensor, Tensor];
+    expect(indices.requiresGrad).toBe(false);
+    values.mul(tensor([2, 3])).sum().backward();
+    close(x.grad, [[0, 2, 0], [3, 0, 0]]);
+  });
+
+  it("max(dim, keepdim) and min over the whole tensor: the gradient goes to the returned index", () => {
+    const x = tensor([[1, 5, 5], [7, 2, 7]]).requiresGrad_();
+    const [v] = x.max(1, true) as unknown as [Tensor, Tensor];
+    v.sum().backward();
+    // Ties: PyTorch's max(dim) returns (and differentiates) one index per row.
+    const g = x.grad!.toArray() as number[][];
+    expect(g.map((r) => r.reduce((a, b) => a + b, 0))).toEqual([1, 1]);
+    const [, i] = x.max(1, true) as unknown as [Tensor, Tensor];
+    (i.toArray() as number[][]).forEach(([k], r) => expect(g[r]![k!]).toBe(1));
+    const y = tensor([3, -1, 2]).requiresGrad_();
+    y.min().mul(4).backward();
+    close(y.grad, [0, 4, 0]);
+  });
+
+  it("piecewise-constant ops pass a zero gradient, as PyTorch's", () => {
+    const x = tensor([0.5, -1.5, 2.2]).requiresGrad_();
+    x.floor().add(x.round()).add(x.sign()).add(x.mul(2)).sum().backward();
+    close(x.grad, [2, 2, 2]);
+  });
+
 });
 
 describe("leaves, modes and detach", () => {
@@ -249,7 +277,7 @@ describe("errors", () => {
 
 describe("the same gradients in every mode", () => {
   const program = (x: Tensor, w: Tensor) =>
-    x.matmul(w).tanh().mul(x.sum(1, true)).exp().add(1).log().mean();
+    x.matmul(w).tanh().mul(x.sum(1, true)).softmax(-1).log().mean();
 
   const grads = () => {
     const x = tensor([[0.1, -0.4, 0.3], [0.9, 0.2, -0.5]]).requiresGrad_();
