@@ -4,9 +4,12 @@
 // snake_case. BatchNorm2d in training mode normalizes with the batch statistics and then
 // replaces its running-statistics buffers as PyTorch updates them in place: running =
 // (1 - momentum) * running + momentum * batch (the unbiased variance), with momentum null
-// meaning the cumulative average 1 / num_batches_tracked. Forward only; no autograd.
+// meaning the cumulative average 1 / num_batches_tracked. That update records no gradient
+// (noGrad; PyTorch's in-place update is outside autograd too): buffers never require grad, and
+// a step's activations are not kept alive by the next step's running statistics.
 
 import { type CallForms, isOptionsObject, p, parseArgs, problem } from "../args.ts";
+import { noGrad } from "../autograd.ts";
 import { OpError } from "../errors.ts";
 import { ones, tensor, zeros } from "../creation.ts";
 import * as ops from "../ops/index.ts";
@@ -235,7 +238,7 @@ export class BatchNorm2d extends Module {
       eps: this.eps,
     });
     if (batchStats && mean !== null && variance !== null) {
-      this.updateRunningStats(input, mean, variance, factor);
+      noGrad(() => this.updateRunningStats(input, mean, variance, factor));
     }
     return out;
   }
