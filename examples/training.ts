@@ -12,10 +12,13 @@ import {
   loadSafetensors,
   nn,
   noGrad,
+  ones,
+  randn,
   readSafetensors,
   saveSafetensorsFile,
   type Tensor,
   tensor,
+  zeros,
 } from "../index.ts";
 import { GPT2, type GPT2Config, tinyConfig } from "../models/gpt2.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
@@ -85,12 +88,34 @@ export function stepOffsets(
   return Array.from({ length: batch }, (_, r) => hash32((base + step * batch + r) >>> 0) % range);
 }
 
-/** A fresh GPT-2 tiny without dropout, in training mode, with `init`'s weights if given. */
-export function createModel(init?: string | Record<string, Tensor>): GPT2 {
-  const model = new GPT2(trainConfig);
-  if (init !== undefined) {
-    model.loadStateDict(typeof init === "string" ? loadSafetensors(init) : init);
+/**
+ * Hugging Face's GPT-2 initialisation (GPT2PreTrainedModel._init_weights, as
+ * scripts/fixtures/gen_train.py draws it in PyTorch): embeddings and Conv1D weights N(0, 0.02),
+ * the residual projections (`c_proj`) N(0, 0.02 / sqrt(2 nLayer)), biases 0, LayerNorms 1 and
+ * 0 — Kiln's nn.Embedding default, N(0, 1), would make the tied LM head's first logits huge.
+ */
+export function initGPT2(model: GPT2, seed = 0): GPT2 {
+  const generator = new Generator(seed);
+  const std = (name: string) =>
+    name.endsWith("c_proj.weight") ? 0.02 / Math.sqrt(2 * model.config.nLayer) : 0.02;
+  const weights: Record<string, Tensor> = {};
+  for (const [name, p] of model.namedParameters()) {
+    if (/(^|\.)ln_(1|2|f)\.weight$/.test(name)) weights[name] = ones([...p.shape]);
+    else if (name.endsWith(".bias")) weights[name] = zeros([...p.shape]);
+    else weights[name] = randn([...p.shape], { generator }).mul(std(name));
   }
+  model.loadStateDict(weights);
+  return model;
+}
+
+/**
+ * GPT-2 tiny without dropout, in training mode: with `init`'s weights (a safetensors path or a
+ * state dict), else initialised by initGPT2 from `seed`.
+ */
+export function createModel(init?: string | Record<string, Tensor>, seed = 0): GPT2 {
+  const model = new GPT2(trainConfig);
+  if (init === undefined) initGPT2(model, seed);
+  else model.loadStateDict(typeof init === "string" ? loadSafetensors(init) : init);
   return model.train();
 }
 
@@ -199,13 +224,15 @@ const FORMAT = "kiln-train-checkpoint/1";
 /**
  * Saves the model's state dict (`model.<key>`), the optimizer's tensor state
  * (`optim.<param index>.<name>`) and, in the file's metadata, the optimizer's other state
- * (`step` counts, param_groups) and the training step, as one safetensors file.
+ * (`step` counts, param_groups), the training step and `info` (JSON: the run's settings), as
+ * one safetensors file.
  */
 export function saveCheckpoint(
   path: string,
   model: nn.Module,
   opt: Optimizer,
   step: number,
+  info: Record<string, unknown> = {},
 ): void {
   const tensors: Record<string, Tensor> = {};
   for (const [k, v] of Object.entries(model.stateDict())) tensors[`model.${k}`] = v;
@@ -222,15 +249,20 @@ export function saveCheckpoint(
       format: FORMAT,
       step: String(step),
       optimizer: JSON.stringify({ param_groups: sd.param_groups, scalars }),
+      info: JSON.stringify(info),
     },
   });
 }
 
 /**
  * Restores what saveCheckpoint saved into `model` and `opt` (made as for the saved run);
- * returns the training step to continue from.
+ * returns the training step to continue from and the saved `info`.
  */
-export function loadCheckpoint(path: string, model: nn.Module, opt: Optimizer): number {
+export function loadCheckpoint(
+  path: string,
+  model: nn.Module,
+  opt: Optimizer,
+): { step: number; info: Record<string, unknown> } {
   const { tensors, metadata } = readSafetensors(path);
   if (metadata?.format !== FORMAT) {
     throw new Error(`${path}: not a training checkpoint (format ${metadata?.format ?? "none"})`);
@@ -253,7 +285,10 @@ export function loadCheckpoint(path: string, model: nn.Module, opt: Optimizer): 
   }
   model.loadStateDict(weights);
   opt.loadStateDict({ state, param_groups: saved.param_groups });
-  return Number(metadata.step);
+  return {
+    step: Number(metadata.step),
+    info: JSON.parse(metadata.info ?? "{}") as Record<string, unknown>,
+  };
 }
 
 // ---- Sampling ---------------------------------------------------------------------------------
