@@ -6,35 +6,10 @@
 // 1% at step 200; in eager mode on the default backend and with each step under lazy().
 
 import { describe, expect, it } from "vitest";
-import { AdamW } from "../../optim/index.ts";
-import {
-  createModel,
-  lazyStep,
-  lmStep,
-  readCorpus,
-  trainConfig,
-  windows,
-} from "../../examples/training.ts";
-import { agreement, initWeights, reference } from "./reference.ts";
+import { trainConfig } from "../../examples/training.ts";
+import { agreement, reference, trainGPT2 } from "./reference.ts";
 
 const ref = reference("gpt2_tiny");
-const ids = readCorpus();
-
-function train(mode: "eager" | "lazy"): number[] {
-  const model = createModel(initWeights("gpt2_tiny"));
-  const opt = new AdamW(model.parameters(), {
-    lr: ref.optimizer.lr,
-    weightDecay: ref.optimizer.weightDecay,
-  });
-  const seq = trainConfig.nPositions;
-  const losses: number[] = [];
-  for (let s = 0; s < ref.steps; s++) {
-    const { x, y } = windows(ids, ref.offsets![s]!, seq);
-    const step = () => lmStep(model, opt, x, y);
-    losses.push(mode === "lazy" ? lazyStep(model, opt, step) : (step().item() as number));
-  }
-  return losses;
-}
 
 describe("training GPT-2 tiny matches PyTorch step by step", () => {
   it("uses PyTorch's config and optimizer", () => {
@@ -47,7 +22,7 @@ describe("training GPT-2 tiny matches PyTorch step by step", () => {
   for (const mode of ["eager", "lazy"] as const) {
     const title = `${mode}: 200 steps, within 1e-4 for steps 1-50 and 1% at step 200`;
     it(title, { timeout: 180_000 }, () => {
-      const a = agreement(train(mode), ref.losses);
+      const a = agreement(trainGPT2(mode).losses, ref.losses);
       console.log(`gpt2 ${mode}: max rel diff steps 1-50 ${a.maxRel50.toExponential(2)}, ` +
         `at step ${a.steps} ${a.relLast.toExponential(2)}`);
       expect(a.steps).toBe(200);
