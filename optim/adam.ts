@@ -46,7 +46,7 @@ export class Adam extends Optimizer {
     if (this.num(g, "weightDecay") < 0) throw new Error(`invalid weightDecay ${g.weightDecay}`);
   }
 
-  step(): void {
+  protected update(): void {
     for (const g of this.paramGroups) {
       const lr = this.num(g, "lr");
       const [beta1, beta2] = g.betas as readonly number[];

@@ -6,6 +6,7 @@
 // their value, so a changing lr or step count compiles nothing new.
 
 import { tensor, zerosLike } from "../tensor/creation.ts";
+import { noGrad } from "../tensor/autograd.ts";
 import { neg } from "../tensor/ops/core.ts";
 import { Tensor } from "../tensor/tensor.ts";
 
@@ -80,8 +81,17 @@ export abstract class Optimizer {
     }
   }
 
-  /** One update of every parameter whose grad is not null. */
-  abstract step(): void;
+  /**
+   * One update of every parameter whose grad is not null. Runs under noGrad, as PyTorch's
+   * optimizers do: an update is not part of any graph (without it each update of a parameter
+   * that requires grad would record a node on a result that is thrown away).
+   */
+  step(): void {
+    noGrad(() => this.update());
+  }
+
+  /** The update itself (what step() runs under noGrad). */
+  protected abstract update(): void;
 
   protected num(group: ParamGroup, key: string): number {
     const v = group[key];

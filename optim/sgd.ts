@@ -34,7 +34,7 @@ export class SGD extends Optimizer {
     }
   }
 
-  step(): void {
+  protected update(): void {
     for (const g of this.paramGroups) {
       const lr = this.num(g, "lr");
       const momentum = this.num(g, "momentum");
