@@ -260,22 +260,28 @@ export class Tracer {
    * runs in replay mode. Checked when the trace ends, before restore().
    */
   noteStateUpdates(): void {
+    const updated: string[] = [];
+    const grads: string[] = [];
     for (const [t] of this.swapped) {
       const path = this.slots[this.slotTensors.indexOf(t)]?.path ?? "a parameter";
       const slot = t.impl instanceof TracedInputImpl ? t.impl.slot : undefined;
-      if (slot === undefined || this.slotTensors[slot] !== t) {
-        this.unreplayable.push({
-          reason: `updates the value of ${path} in place (its impl): a program does not ` +
-            `repeat in-place updates yet; it runs in replay mode`,
-          location: undefined,
-        });
-      }
-      if (t.grad !== this.gradsBefore.get(t)) {
-        this.unreplayable.push({
-          reason: `sets ${path}.grad: a program does not repeat it yet; it runs in replay mode`,
-          location: undefined,
-        });
-      }
+      if (slot === undefined || this.slotTensors[slot] !== t) updated.push(path);
+      if (t.grad !== this.gradsBefore.get(t)) grads.push(`${path}.grad`);
+    }
+    const list = (xs: string[]) =>
+      xs.length <= 3 ? xs.join(", ") : `${xs.slice(0, 3).join(", ")} and ${xs.length - 3} more`;
+    if (updated.length > 0) {
+      this.unreplayable.push({
+        reason: `updates the value of ${list(updated)} in place (the impl: an optimizer step): ` +
+          `a program does not repeat in-place updates yet; it runs in replay mode`,
+        location: undefined,
+      });
+    }
+    if (grads.length > 0) {
+      this.unreplayable.push({
+        reason: `sets ${list(grads)}: a program does not repeat it yet; it runs in replay mode`,
+        location: undefined,
+      });
     }
   }
 

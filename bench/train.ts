@@ -1,0 +1,120 @@
+// Training throughput: steps per second of one training step in plain eager code (forward,
+// cross-entropy, backward, AdamW step, zeroGrad — examples/training.ts) for GPT-2 tiny and small
+// (the full-size config at a short sequence) and ResNet tiny and ResNet-18 (32x32 images), in
+// eager mode, under lazy() and through compile() (which runs a step that calls backward() in
+// replay mode: the user's code each call, its tensor work as fused lazy programs). Each row:
+// untimed warm-up steps (they compile), then timed steps; the figure is the median step. Ratios
+// are against eager in the same run. Prints a table; never used by tests.
+//
+//   npm run bench:train            (or: npx tsx bench/train.ts [--steps 5] [--quick])
+
+import { compile, randint, type Tensor } from "../index.ts";
+import { classifierStep, createModel, imageBatch, lazyStep, lmStep } from "../examples/training.ts";
+import { GPT2, fullConfig } from "../models/gpt2.ts";
+import { ResNet, fullConfig as resnet18, tinyConfig as resnetTiny } from "../models/resnet.ts";
+import { AdamW } from "../optim/index.ts";
+import { getBackend } from "../runtime/index.ts";
+
+const argv = process.argv.slice(2);
+const quick = argv.includes("--quick");
+const stepsAt = argv.indexOf("--steps");
+const STEPS = stepsAt >= 0 ? Number(argv[stepsAt + 1]) : quick ? 3 : 5;
+const WARMUP = 2;
+// compile() times its first calls in replay mode against eager ones before it settles
+// (compiler/replay.ts: 1 + 3 calls each): a compiled row's warm-up covers that decision.
+const COMPILED_WARMUP = 10;
+
+type Mode = "eager" | "lazy" | "compiled";
+
+interface Workload {
+  name: string;
+  /** A fresh model, optimizer and a step function per mode, all from the same init. */
+  make(): { eager: () => number; lazy: () => number; compiled: () => number };
+}
+
+function lm(name: string, make: () => GPT2, batch: number, seq: number): Workload {
+  return {
+    name,
+    make() {
+      const model = make();
+      const opt = new AdamW([...model.parameters()], { lr: 1e-4 });
+      const vocab = model.config.vocabSize;
+      const x = randint(0, vocab, [batch, seq]);
+      const y = randint(0, vocab, [batch, seq]);
+      const step = (a: Tensor, b: Tensor) => lmStep(model, opt, a, b);
+      const cs = compile(step);
+      return {
+        eager: () => step(x, y).item() as number,
+        lazy: () => lazyStep(model, opt, () => step(x, y)),
+        compiled: () => cs(x, y).item() as number,
+      };
+    },
+  };
+}
+
+function classifier(name: string, make: () => ResNet, batch: number): Workload {
+  return {
+    name,
+    make() {
+      const model = make().train();
+      const opt = new AdamW([...model.parameters()], { lr: 1e-4 });
+      const { x, y } = imageBatch(0, batch);
+      const step = (a: Tensor, b: Tensor) => classifierStep(model, opt, a, b);
+      const cs = compile(step);
+      return {
+        eager: () => step(x, y).item() as number,
+        lazy: () => lazyStep(model, opt, () => step(x, y)),
+        compiled: () => cs(x, y).item() as number,
+      };
+    },
+  };
+}
+
+const workloads: Workload[] = [
+  lm("GPT-2 tiny, batch 4 x 32", () => createModel(), 4, 32),
+  classifier("ResNet tiny, batch 8 x 3x32x32", () => new ResNet(resnetTiny), 8),
+];
+if (!quick) {
+  workloads.push(
+    lm("GPT-2 small (124M), batch 1 x 64", () => new GPT2({ ...fullConfig, embdPdrop: 0, attnPdrop: 0, residPdrop: 0 }).train(), 1, 64),
+    classifier("ResNet-18, batch 2 x 3x32x32", () => new ResNet({ ...resnet18, numClasses: 10 }), 2),
+  );
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const modes: Mode[] = ["eager", "lazy", "compiled"];
+console.log(
+  `Training steps (AdamW), default backend ${getBackend().name}; ${WARMUP} warm-up ` +
+    `(compiled: ${COMPILED_WARMUP}) + ${STEPS} timed steps, median`,
+);
+console.log("");
+console.log("| workload | eager steps/s | lazy steps/s | compiled steps/s | lazy / eager | compiled / eager | first eager step (compiles) |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+for (const w of workloads) {
+  const perMode: Record<Mode, number> = { eager: 0, lazy: 0, compiled: 0 };
+  let first = 0;
+  for (const m of modes) {
+    const run = w.make()[m];
+    const times: number[] = [];
+    const warm = m === "compiled" ? COMPILED_WARMUP : WARMUP;
+    for (let i = 0; i < warm + STEPS; i++) {
+      const t0 = performance.now();
+      const loss = run();
+      const dt = performance.now() - t0;
+      if (!Number.isFinite(loss)) throw new Error(`${w.name} ${m}: loss ${loss}`);
+      if (i === 0 && m === "eager") first = dt;
+      if (i >= warm) times.push(dt);
+    }
+    perMode[m] = 1000 / median(times);
+  }
+  const f = (v: number) => (v >= 10 ? v.toFixed(1) : v.toFixed(2));
+  console.log(
+    `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${f(perMode.compiled)} | ` +
+      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ${(perMode.compiled / perMode.eager).toFixed(2)}x | ` +
+      `${(first / 1000).toFixed(1)} s |`,
+  );
+}
