@@ -10,7 +10,7 @@
 //     and the vjp to f64, and compares the vjp with central differences of the f64 forward;
 //   - `eagerGrads` runs the same case through the frontend's autograd (requiresGrad_, the op,
 //     backward) in float32 on the current eager backend.
-// No vitest here: scripts/gen_ops_doc.ts reads grad_cases.ts, which imports this module.
+// No vitest here (grad_cases.ts, which scripts/gen_ops_doc.ts reads, imports its types).
 
 import { ModuleBuilder } from "../../ir/builder.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
