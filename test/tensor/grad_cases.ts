@@ -302,8 +302,11 @@ export const GRAD_CASES: readonly GradCase[] = [
   c("conv2d/stride_pad_dilation", [f(1, 2, 5, 5), f(2, 2, 2, 2)], (x, w) =>
     ops.conv2d(x, w!, { stride: [2, 1], padding: [1, 0], dilation: [1, 2] })),
   c("conv2d/depthwise", [f(1, 2, 4, 4), f(2, 1, 2, 2)], (x, w) => ops.conv2d(x, w!, { groups: 2 })),
+  c("conv2d/same", [f(1, 1, 4, 5), f(2, 1, 2, 3)], (x, w) => ops.conv2d(x, w!, { padding: "same" })),
   c("convTranspose2d/stride_pad", [f(1, 2, 3, 3), f(2, 2, 2, 2), f(2)], (x, w, b) =>
     ops.convTranspose2d(x, w!, b!, { stride: 2, padding: 1 })),
+  c("convTranspose2d/groups_dilation_output_padding", [f(1, 4, 3, 2), f(4, 1, 2, 2)], (x, w) =>
+    ops.convTranspose2d(x, w!, { stride: 2, outputPadding: 1, groups: 2, dilation: [1, 2] })),
   c("maxPool2d/overlap", [f(1, 2, 4, 4)], (x) => ops.maxPool2d(x, 2, 1)),
   c("maxPool2d/stride_pad_dilation", [f(1, 1, 5, 5)], (x) =>
     ops.maxPool2d(x, 2, { stride: 2, padding: 1, dilation: 2 })),

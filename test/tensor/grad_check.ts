@@ -33,6 +33,7 @@ import { isFloatingDType, toElementType } from "../../tensor/dtype.ts";
 import { markScalarOperand } from "../../tensor/lower.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import { tensor } from "../../tensor/creation.ts";
+import { rng } from "../passes/support.ts";
 
 // ---- Cases ------------------------------------------------------------------------------------
 
@@ -59,18 +60,6 @@ export interface GradCase {
   readonly fdTol?: number;
   /** Relative tolerance of the float32 eager check against the f64 gradient (default 1e-4). */
   readonly eagerTol?: number;
-}
-
-/** A small deterministic PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function seedOf(name: string): number {

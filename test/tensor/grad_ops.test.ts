@@ -12,6 +12,10 @@
 // <opcode>", and known-wrong cases (KNOWN_WRONG) to still be wrong, so neither passes silently.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { evaluate } from "../../ir/evaluate.ts";
+import { Literal, literal } from "../../ir/literal.ts";
+import { parseHlo } from "../../ir/parse.ts";
+import { printHlo } from "../../ir/print.ts";
 import { AutodiffError } from "../../passes/autodiff.ts";
 import { registeredOps, setEagerBackend } from "../../tensor/index.ts";
 import {
@@ -30,6 +34,7 @@ import {
   cotangents,
   eagerGrads,
   type GradCase,
+  toF64,
   traceCase,
 } from "./grad_check.ts";
 
@@ -114,6 +119,48 @@ describe("KNOWN_WRONG: still wrong", () => {
       !(f64.worst.error <= (k.fdTol ?? FD_TOL)),
       "the gradient is right now: remove the entry from KNOWN_WRONG",
     ).toBe(true);
+  });
+});
+
+describe("toF64", () => {
+  const M = `HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[3] parameter(0)
+  i = s32[3] parameter(1)
+  tenth = f32[] constant(0.1)
+  t = f32[3] broadcast(tenth), dimensions={}
+  y = f32[3] multiply(x, t)
+  zero = f32[] constant(0)
+  s = f32[] reduce(y, zero), dimensions={0}, to_apply=add
+  n = s32[3] convert(y)
+  f = f32[3] convert(i)
+  ROOT r = (f32[], s32[3], f32[3]) tuple(s, n, f)
+}
+`;
+
+  it("makes every f32 shape, reducer and constant f64 (values exact), and nothing else", () => {
+    const text = printHlo(toF64(parseHlo(M)));
+    expect(text).not.toContain("f32");
+    expect(text).toContain("s32[3] convert(");
+    expect(text).toContain(`f64[] constant(${Math.fround(0.1)})`);
+    expect(text).toMatch(/add[^\n]*\{\n\s*%?a = f64\[\] parameter\(0\)/);
+  });
+
+  it("the rewritten module computes in double precision", () => {
+    const x = [1 / 3, 2 / 3, 1].map(Math.fround);
+    const [s] = evaluate(toF64(parseHlo(M)), [
+      new Literal("f64", [3], Float64Array.from(x)),
+      literal("s32", [3], [1, 2, 3]),
+    ]) as Literal[];
+    const tenth = Math.fround(0.1);
+    expect(s!.data[0]).toBe(x[0]! * tenth + x[1]! * tenth + x[2]! * tenth);
   });
 });
 
