@@ -57,6 +57,18 @@ export const DIFFERS_FROM_PYTORCH: Readonly<Record<string, string>> = {
   "norm/fro_zero_row": "NaN gradient for a zero vector (PyTorch: 0)",
   // embedding's lowering is a plain gather; PyTorch sends no gradient to the paddingIdx row.
   "embedding/padding_idx": "the paddingIdx row gets a gradient (PyTorch: none)",
+  // relu6 lowers to a clamp, whose rule passes the gradient at the bounds (as PyTorch's clamp);
+  // PyTorch's relu6 is hardtanh, which passes none at 0 and 6.
+  "relu6/kinks": "the gradient at 0 and 6 is 1 (PyTorch: 0)",
+  // The same NaN as KNOWN_WRONG's pow/integer_exponent, at a zero base too.
+  "pow/square_any_base": "NaN where the base is <= 0 (a scalar exponent)",
+  // Overflow in a branch a select discards: softplus's log1p(exp(x)) past its threshold, elu's
+  // expm1(x) for x > 0, mish's softplus, silu's exp(-x) for x << 0 are inf in float32; their
+  // rules multiply the branch's zero cotangent by inf. PyTorch: 1 (or 0) in the limits.
+  "softplus/large": "NaN for x = 100 (exp overflows in the discarded branch)",
+  "elu/large": "NaN for x = 100 (expm1 overflows in the discarded branch)",
+  "mish/large": "NaN for x = 100 (its softplus's exp overflows)",
+  "silu/large": "NaN for x = -100 (exp(-x) overflows)",
 };
 
 /** Whether a case (a GradCase or a fixture case) is pending, and why. */
