@@ -9,7 +9,12 @@ import type { ScalarValue } from "./literal.ts";
 import type { ElementType } from "./shape.ts";
 
 /** The typed array a Literal of the type stores its values in. */
-export type StorageClass = "Float32Array" | "Int32Array" | "BigInt64Array" | "Uint8Array";
+export type StorageClass =
+  | "Float32Array"
+  | "Float64Array"
+  | "Int32Array"
+  | "BigInt64Array"
+  | "Uint8Array";
 
 export interface ElementTypeInfo {
   readonly float: boolean;
@@ -56,6 +61,10 @@ export const ELEMENT_TYPE_INFO = {
   f32: {
     float: true, integer: false, signed: true, bits: 32, bytes: 4,
     storage: "Float32Array", storageBytes: 4, min: -Infinity, max: Infinity,
+  },
+  f64: {
+    float: true, integer: false, signed: true, bits: 64, bytes: 8,
+    storage: "Float64Array", storageBytes: 8, min: -Infinity, max: Infinity,
   },
 } as const satisfies { readonly [K in ElementType]: ElementTypeInfo };
 

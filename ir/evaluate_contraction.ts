@@ -38,6 +38,7 @@ function accumulatorFor(t: ElementType): Accumulator {
     case "f32":
     case "f16":
     case "bf16":
+    case "f64":
       return { zero: 0, mac: (acc, a, b) => (acc as number) + (a as number) * (b as number) };
     case "s32":
       return {

@@ -55,6 +55,7 @@ function slot(t: ElementType): keyof Kernels1 {
     case "f32":
     case "f16":
     case "bf16":
+    case "f64":
       return "float";
     case "s32":
     case "u8":
@@ -682,17 +683,20 @@ export function converter(from: ElementType, to: ElementType): F1 {
         return (x) => roundToF16(s64ToF32(x as bigint));
       case "bf16":
         return (x) => roundToBF16(s64ToF32(x as bigint));
+      case "f64":
+        return (x) => Number(x as bigint);
       default:
         return fail(`cannot convert s64 to ${to}`);
     }
   }
   if (to === "s64") return isFloat(from) ? (x) => floatToS64(x as number) : (x) => BigInt(x);
-  // from and to are now among pred s32 u8 f16 bf16 f32 (numbers).
+  // from and to are now among pred s32 u8 f16 bf16 f32 f64 (numbers).
   if (isFloat(from)) {
     if (to === "s32" || to === "u8") return floatToInt(to) as F1;
     if (to === "f16") return roundToF16 as F1;
     if (to === "bf16") return roundToBF16 as F1;
-    return id; // → f32: every f16/bf16 value is an f32
+    if (to === "f32" && from === "f64") return ((x: number) => Math.fround(x)) as F1;
+    return id; // → f32 from f16/bf16, → f64 from any float: exact
   }
   // from is pred, s32 or u8: integers convert modulo the width, to floats by rounding (via f32).
   switch (to) {
@@ -706,6 +710,8 @@ export function converter(from: ElementType, to: ElementType): F1 {
       return roundToF16 as F1;
     case "bf16":
       return roundToBF16 as F1;
+    case "f64":
+      return id;
     default:
       return fail(`cannot convert ${from} to ${to}`);
   }

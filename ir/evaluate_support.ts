@@ -121,7 +121,7 @@ export function roundFor(type: ElementType): ((v: number) => number) | undefined
 }
 
 export function isFloat(t: ElementType): boolean {
-  return t === "f32" || t === "f16" || t === "bf16";
+  return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
 }
 
 /** The text form of a runtime value's actual shape: `f32[3,4]`, `(f32[2], s32[])`. */

@@ -13,7 +13,7 @@ import {
 } from "./shape.ts";
 import { arraySizeProblem } from "./sizes.ts";
 
-export type LiteralData = Float32Array | Int32Array | BigInt64Array | Uint8Array;
+export type LiteralData = Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array;
 export type ScalarValue = number | bigint | boolean;
 
 export class Literal {
@@ -93,6 +93,7 @@ export function storageCtor(
   type: ElementType,
 ):
   | Float32ArrayConstructor
+  | Float64ArrayConstructor
   | Int32ArrayConstructor
   | BigInt64ArrayConstructor
   | Uint8ArrayConstructor {
@@ -101,6 +102,8 @@ export function storageCtor(
     case "f16":
     case "bf16":
       return Float32Array;
+    case "f64":
+      return Float64Array;
     case "s32":
       return Int32Array;
     case "s64":
@@ -130,6 +133,8 @@ export function toStored(type: ElementType, v: ScalarValue): number | bigint {
   switch (type) {
     case "f32":
       return Math.fround(Number(v));
+    case "f64":
+      return Number(v);
     case "f16":
       return roundToF16(Number(v));
     case "bf16":
@@ -308,6 +313,9 @@ export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
       case "f32":
         view.setFloat32(i * 4, v as number, true);
         break;
+      case "f64":
+        view.setFloat64(i * 8, v as number, true);
+        break;
       case "f16":
         view.setUint16(i * 2, f32ToF16Bits(v as number), true);
         break;
@@ -352,6 +360,9 @@ export function dataFromBytes(type: ElementType, bytes: Uint8Array): LiteralData
     switch (type) {
       case "f32":
         out[i] = view.getFloat32(i * 4, true);
+        break;
+      case "f64":
+        out[i] = view.getFloat64(i * 8, true);
         break;
       case "f16":
         out[i] = f16BitsToNumber(view.getUint16(i * 2, true));

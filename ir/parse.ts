@@ -152,7 +152,12 @@ const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
 const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
 const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
 /** The largest finite value of each float type, for the out-of-range message. */
-const FLOAT_MAX = { f32: 3.4028234663852886e38, f16: 65504, bf16: 3.3895313892515355e38 };
+const FLOAT_MAX = {
+  f32: 3.4028234663852886e38,
+  f16: 65504,
+  bf16: 3.3895313892515355e38,
+  f64: Number.MAX_VALUE,
+};
 
 const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
 const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
@@ -673,7 +678,7 @@ class Parser {
       throw this.error(
         start,
         `expected a value that fits ${type}, got '${token}' (out of range: the largest finite ` +
-          `${type} is ${FLOAT_MAX[type as "f32" | "f16" | "bf16"]}; write inf for infinity)`,
+          `${type} is ${FLOAT_MAX[type as "f32" | "f16" | "bf16" | "f64"]}; write inf for infinity)`,
       );
     }
     this.pos = start + token.length;

@@ -426,6 +426,7 @@ function formatElement(lit: Literal, i: number): string {
     case "f16":
     case "bf16":
     case "f32":
+    case "f64":
       return formatFloat(Number(v), lit.type);
     default: {
       const never: never = lit.type;

@@ -92,6 +92,7 @@ const PRIMITIVE_TYPE = {
   f16: PrimitiveType.F16,
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
+  f64: PrimitiveType.F64,
 } satisfies { [K in ElementType]: PrimitiveType };
 
 const ELEMENT_TYPE_OF: ReadonlyMap<number, ElementType> = new Map(
@@ -519,6 +520,10 @@ function literalToProto(lit: Literal): LiteralProto {
       else p.bf16s = bytes;
       break;
     }
+    case "f64":
+      // The vendored LiteralProto has no f64s field: f64 exists for the reference evaluator
+      // (float64 gradient checks), which no XLA program needs.
+      throw new ProtoError("an f64 literal has no proto form here");
     default: {
       const never: never = lit.type;
       throw new ProtoError(`literal of unknown element type ${String(never)}`);
@@ -1253,6 +1258,8 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
       break;
     }
+    case "f64":
+      throw new ProtoError(`${what}: an f64 literal has no proto form here`);
     default: {
       const never: never = type;
       throw new ProtoError(`${what}: unknown element type ${String(never)}`);

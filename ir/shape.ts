@@ -3,7 +3,7 @@
 // in `dims` and sets `dynamic[i]`, exactly as XLA's ShapeProto does (`dimensions` plus
 // `is_dynamic_dimension`), so `f32[<=512,768]` is { dims: [512, 768], dynamic: [true, false] }.
 
-export const ELEMENT_TYPES = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32"] as const;
+export const ELEMENT_TYPES = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"] as const;
 export type ElementType = (typeof ELEMENT_TYPES)[number];
 
 export function isElementType(s: string): s is ElementType {
@@ -11,7 +11,7 @@ export function isElementType(s: string): s is ElementType {
 }
 
 export function isFloatType(t: ElementType): boolean {
-  return t === "f32" || t === "f16" || t === "bf16";
+  return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
 }
 
 export function isIntegerType(t: ElementType): boolean {
@@ -35,6 +35,7 @@ export function elementByteSize(t: ElementType): number {
     case "f32":
       return 4;
     case "s64":
+    case "f64":
       return 8;
     default: {
       const never: never = t;

@@ -62,7 +62,8 @@ function dimsOf(i: Instruction): readonly number[] {
 
 /**
  * True when converting every value of `from` to `to` is exact, so a later convert sees the
- * same number: pred and u8 fit every type; s32 fits s64; f16 and bf16 fit f32.
+ * same number: pred and u8 fit every type; s32 fits s64; f16 and bf16 fit f32;
+ * every float fits f64.
  */
 function losslessConvert(from: ElementType, to: ElementType): boolean {
   if (from === to) return true;
@@ -75,9 +76,11 @@ function losslessConvert(from: ElementType, to: ElementType): boolean {
       return to === "s64";
     case "f16":
     case "bf16":
-      return to === "f32";
-    case "s64":
+      return to === "f32" || to === "f64";
     case "f32":
+      return to === "f64";
+    case "s64":
+    case "f64":
       return false;
     default: {
       const never: never = from;

@@ -1,19 +1,26 @@
 // Writes docs/ops.md: the op coverage table, built from the op registry (every op Kiln
-// defines), the PyTorch fixture files (which ops have golden cases) and the per-area tables in
-// docs/ops/*.md (which area documents each op). test/docs.test.ts fails when the file is out of
-// date, so the table cannot drift from the code. Run: npx tsx scripts/gen_ops_doc.ts
+// defines), the PyTorch fixture files (which ops have golden cases), the per-area tables in
+// docs/ops/*.md (which area documents each op) and the gradient checks' table
+// (test/tensor/grad_cases.ts: which ops are differentiable, checked how, or why not).
+// test/docs.test.ts fails when the file is out of date, so the table cannot drift from the
+// code. Run: npx tsx scripts/gen_ops_doc.ts
 
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { registeredOps } from "../tensor/index.ts";
+import { gradStatus } from "../test/tensor/grad_cases.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 
-/** Op names with at least one golden case, per fixture area. */
+/** The fixture of PyTorch's gradients (its own column: "grad"). */
+const GRAD_FIXTURE = "grad.json";
+
+/** Op names with at least one golden case of their values, per fixture area. */
 function fixtureOps(): Map<string, Set<string>> {
   const dir = join(ROOT, "test", "fixtures");
   const out = new Map<string, Set<string>>();
-  for (const f of readdirSync(dir).filter((n) => n.endsWith(".json")).sort()) {
+  const files = readdirSync(dir).filter((n) => n.endsWith(".json") && n !== GRAD_FIXTURE);
+  for (const f of files.sort()) {
     const raw = JSON.parse(readFileSync(join(dir, f), "utf8")) as { cases?: { op: string }[] };
     for (const c of raw.cases ?? []) {
       if (!out.has(c.op)) out.set(c.op, new Set());
@@ -39,8 +46,16 @@ function docAreas(): Map<string, string> {
   return out;
 }
 
+/** Op names with a case in the gradient fixture (test/fixtures/grad.json). */
+function gradFixtureOps(): Set<string> {
+  const path = join(ROOT, "test", "fixtures", GRAD_FIXTURE);
+  const raw = JSON.parse(readFileSync(path, "utf8")) as { cases: { op: string }[] };
+  return new Set(raw.cases.map((c) => c.op));
+}
+
 export function opsDoc(): string {
   const fixtures = fixtureOps();
+  const gradFixtures = gradFixtureOps();
   const areas = docAreas();
   const ops = [...registeredOps().values()].sort((a, b) => a.name.localeCompare(b.name));
   const rows = ops.map((def) => {
@@ -49,7 +64,8 @@ export function opsDoc(): string {
     return (
       `| \`${def.name}\` | ${def.kind} | ` +
       `${area ? `[${area}](ops/${area}.md)` : "—"} | ` +
-      `${tested ? `yes (${[...tested].join(", ")})` : "no"} |`
+      `${tested ? `yes (${[...tested].join(", ")})` : "no"} | ` +
+      `${gradStatus(def.name, gradFixtures)} |`
     );
   });
   const testedCount = ops.filter((d) => fixtures.has(d.name)).length;
@@ -74,8 +90,18 @@ export function opsDoc(): string {
       "name the registry uses. An op without a fixture is tested against plain-JS or evaluator " +
       "references in test/tensor/.",
     "",
-    "| op | defined as | area table | tested against PyTorch |",
-    "| --- | --- | --- | --- |",
+    "The **grad** column says whether the op is differentiable and how its gradient is checked " +
+      "(the table is test/tensor/grad_cases.ts): **FD** — test/tensor/grad_ops.test.ts lowers " +
+      "each case into one module, rewrites it and its `vjpModule` from f32 to f64 and compares " +
+      "the derivative rules with central differences on the reference evaluator, then runs the " +
+      "case through eager autograd in float32; **PyTorch** — test/tensor/grad_fixtures.test.ts " +
+      "compares eager gradients with PyTorch 1.13's (`test/fixtures/grad.json`, written by " +
+      "`scripts/fixtures/gen_grad.py`) on every backend. **pending rule: <opcode>** — an IR " +
+      "derivative rule the op's lowering needs is missing (the tests assert it still fails); " +
+      "**but ...** — a known wrong or non-PyTorch gradient in some case (asserted too).",
+    "",
+    "| op | defined as | area table | tested against PyTorch | grad |",
+    "| --- | --- | --- | --- | --- |",
     ...rows,
     "",
   ].join("\n");

@@ -358,7 +358,7 @@ export function tensorFromLiteral(lit: Literal): Tensor {
     const encode = dtype === "float16" ? f32ToF16Bits : f32ToBF16Bits;
     storage = Uint16Array.from(lit.data as Float32Array, encode);
   } else {
-    storage = lit.data;
+    storage = lit.data as Storage; // not f64: fromElementType has no dtype for it
   }
   return new Tensor(new ConcreteImpl(dtype, lit.dims, storage));
 }
@@ -461,7 +461,8 @@ function runFast(entry: CacheEntry, operands: readonly Operand[]): Tensor | Tens
   for (const o of operands) {
     args.push(o instanceof Tensor ? (o.realize().storage as LiteralData) : operandLiteral(o).data);
   }
-  const bufs = entry.exe.runLeaves!(args);
+  // The outs' dtypes are tensor dtypes, so no buffer is an f64 one.
+  const bufs = entry.exe.runLeaves!(args) as Storage[];
   const outs = entry.outs!;
   if (!entry.tuple) {
     return new Tensor(new ConcreteImpl(outs[0]!.dtype, outs[0]!.dims, bufs[0]!, true));

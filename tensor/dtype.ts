@@ -59,13 +59,15 @@ const FROM_ELEMENT_TYPE = {
   s64: "int64",
   u8: "uint8",
   pred: "bool",
-} satisfies { [K in ElementType]: DType };
+} satisfies { [K in Exclude<ElementType, "f64">]: DType };
 
 export function toElementType(d: DType): ElementType {
   return ELEMENT_TYPE[d];
 }
 
+/** The dtype of an element type; f64 (the reference evaluator's, for float64 checks) has none. */
 export function fromElementType(t: ElementType): DType {
+  if (t === "f64") throw new Error("f64 has no tensor dtype (Kiln tensors have no float64)");
   return FROM_ELEMENT_TYPE[t];
 }
 

@@ -134,6 +134,7 @@ function packWeights(W: Data, p: ConvPlan, big: boolean): Float64Array | BigInt6
 
 const KIND: Record<ElementType, number> = {
   f32: 0,
+  f64: 0,
   f16: 0,
   bf16: 0,
   s32: 1,

@@ -380,6 +380,8 @@ export class JsKernelRenderer {
             return `${this.ext.ref(roundToF16, "roundToF16")}(${i})`;
           case "bf16":
             return `${this.ext.ref(roundToBF16, "roundToBF16")}(${i})`;
+          case "f64":
+            return `(+${i})`;
           default: {
             const never: never = n.type;
             throw new Error(`unknown element type ${String(never)}`);

@@ -251,6 +251,14 @@ class ProgramBuilder {
   }
 
   build(): Program {
+    // f64 is the reference evaluator's (float64 gradient checks): no kernel computes in it.
+    for (const c of this.module.computations) {
+      for (const i of c.instructions) {
+        if (i.shape.kind === "array" && i.shape.type === "f64") {
+          throw this.unsupported(i, "f64 arrays run on the interpreter only");
+        }
+      }
+    }
     this.computation(this.module.entry);
     // Regions: a callee starts after the end of every caller's region (the call graph is
     // acyclic, and the ENTRY is first in a topological order of it).

@@ -23,6 +23,8 @@ export function cType(t: ElementType): string {
     case "f16":
     case "bf16":
       return "float";
+    case "f64":
+      return "double";
     case "s32":
       return "int32_t";
     case "s64":
@@ -596,6 +598,8 @@ function indexValue(t: ElementType, i: string): string {
       return `kiln_rf16((float)${i})`;
     case "bf16":
       return `kiln_rbf16((float)${i})`;
+    case "f64":
+      return `((double)${i})`;
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);

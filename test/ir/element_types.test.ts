@@ -25,6 +25,7 @@ const SAMPLES: Record<ElementType, readonly (number | bigint)[]> = {
   f32: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 3.4e38, 1e-45],
   f16: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 65504],
   bf16: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 3.3895313892515355e38],
+  f64: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, Number.MAX_VALUE, 5e-324, 0.1],
 };
 
 const BINARY_OK: Record<string, (t: ElementType) => boolean> = {

@@ -80,9 +80,9 @@ const CASES: Case[] = [
   },
   {
     name: "unknownType",
-    text: M("  ROOT %c = f64[2] add(%a, %b)"),
+    text: M("  ROOT %c = c64[2] add(%a, %b)"),
     at: [6, 13],
-    message: "expected an element type (pred, s32, s64, u8, f16, bf16, f32), got 'f64'",
+    message: "expected an element type (pred, s32, s64, u8, f16, bf16, f32, f64), got 'c64'",
   },
   {
     name: "unboundedDim",

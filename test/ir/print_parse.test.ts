@@ -938,7 +938,7 @@ ENTRY e {
 
 // ---- properties ---------------------------------------------------------------------------
 
-const TYPES: readonly ElementType[] = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32"];
+const TYPES: readonly ElementType[] = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"];
 
 function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
   switch (type) {
@@ -956,6 +956,8 @@ function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
       return fc.integer({ min: 0, max: 0xffff }).map(bf16BitsToNumber);
     case "f32":
       return fc.float({ noDefaultInfinity: false, noNaN: false });
+    case "f64":
+      return fc.double({ noDefaultInfinity: false, noNaN: false });
     default: {
       const never: never = type;
       throw new Error(`unknown element type ${String(never)}`);

@@ -57,6 +57,7 @@ export function randomScalar(type: ElementType, r: () => number): ScalarValue {
     case "f32":
     case "f16":
     case "bf16":
+    case "f64":
       return special ? pick(FLOAT_SPECIALS) : (r() - 0.5) * 8;
     case "s32":
       return special ? pick(INT_SPECIALS.s32) : Math.floor((r() - 0.5) * 200);
