@@ -4,7 +4,8 @@
 // eager mode, under lazy() and through compile() (which runs a step that calls backward() in
 // replay mode: the user's code each call, its tensor work as fused lazy programs). Each row:
 // untimed warm-up steps (they compile), then timed steps; the figure is the median step. Ratios
-// are against eager in the same run. Prints a table; never used by tests.
+// are against eager in the same run. Full-size rows run 1 + 2 steps and no compiled row.
+// Prints a table; never used by tests.
 //
 //   npm run bench:train            (or: npx tsx bench/train.ts [--steps 5] [--quick])
 
@@ -19,7 +20,8 @@ const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const stepsAt = argv.indexOf("--steps");
 const STEPS = stepsAt >= 0 ? Number(argv[stepsAt + 1]) : quick ? 3 : 5;
-const WARMUP = 2;
+// Eager needs a few steps beyond the first (which compiles) before V8 and the op cache settle.
+const WARMUP = 4;
 // compile() times its first calls in replay mode against eager ones before it settles
 // (compiler/replay.ts: 1 + 3 calls each): a compiled row's warm-up covers that decision.
 const COMPILED_WARMUP = 10;
@@ -28,13 +30,16 @@ type Mode = "eager" | "lazy" | "compiled";
 
 interface Workload {
   name: string;
+  /** Full-size rows: fewer steps, and no compiled row (its replay decision needs ~10 calls). */
+  big?: boolean;
   /** A fresh model, optimizer and a step function per mode, all from the same init. */
   make(): { eager: () => number; lazy: () => number; compiled: () => number };
 }
 
-function lm(name: string, make: () => GPT2, batch: number, seq: number): Workload {
+function lm(name: string, make: () => GPT2, batch: number, seq: number, big = false): Workload {
   return {
     name,
+    big,
     make() {
       const model = make();
       const opt = new AdamW([...model.parameters()], { lr: 1e-4 });
@@ -52,9 +57,10 @@ function lm(name: string, make: () => GPT2, batch: number, seq: number): Workloa
   };
 }
 
-function classifier(name: string, make: () => ResNet, batch: number): Workload {
+function classifier(name: string, make: () => ResNet, batch: number, big = false): Workload {
   return {
     name,
+    big,
     make() {
       const model = make().train();
       const opt = new AdamW([...model.parameters()], { lr: 1e-4 });
@@ -76,8 +82,8 @@ const workloads: Workload[] = [
 ];
 if (!quick) {
   workloads.push(
-    lm("GPT-2 small (124M), batch 1 x 64", () => new GPT2({ ...fullConfig, embdPdrop: 0, attnPdrop: 0, residPdrop: 0 }).train(), 1, 64),
-    classifier("ResNet-18, batch 2 x 3x32x32", () => new ResNet({ ...resnet18, numClasses: 10 }), 2),
+    lm("GPT-2 small (124M), batch 1 x 64", () => new GPT2({ ...fullConfig, embdPdrop: 0, attnPdrop: 0, residPdrop: 0 }).train(), 1, 64, true),
+    classifier("ResNet-18, batch 2 x 3x32x32", () => new ResNet({ ...resnet18, numClasses: 10 }), 2, true),
   );
 }
 
@@ -98,10 +104,12 @@ for (const w of workloads) {
   const perMode: Record<Mode, number> = { eager: 0, lazy: 0, compiled: 0 };
   let first = 0;
   for (const m of modes) {
+    if (w.big && m === "compiled") continue;
     const run = w.make()[m];
     const times: number[] = [];
-    const warm = m === "compiled" ? COMPILED_WARMUP : WARMUP;
-    for (let i = 0; i < warm + STEPS; i++) {
+    const warm = m === "compiled" ? COMPILED_WARMUP : w.big ? 1 : WARMUP;
+    const steps = w.big ? 2 : STEPS;
+    for (let i = 0; i < warm + steps; i++) {
       const t0 = performance.now();
       const loss = run();
       const dt = performance.now() - t0;
@@ -111,10 +119,12 @@ for (const w of workloads) {
     }
     perMode[m] = 1000 / median(times);
   }
-  const f = (v: number) => (v >= 10 ? v.toFixed(1) : v.toFixed(2));
+  const f = (v: number) => (v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toFixed(3));
+  const c = w.big ? "—" : f(perMode.compiled);
+  const cr = w.big ? "—" : `${(perMode.compiled / perMode.eager).toFixed(2)}x`;
   console.log(
-    `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${f(perMode.compiled)} | ` +
-      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ${(perMode.compiled / perMode.eager).toFixed(2)}x | ` +
+    `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${c} | ` +
+      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ${cr} | ` +
       `${(first / 1000).toFixed(1)} s |`,
   );
 }

@@ -395,6 +395,7 @@ function compile(
   if (backend.name !== interpreterBackend.name && worthOptimizing(module)) {
     optimizationPipeline().run(module);
   }
+  eagerModuleObserver?.(module);
   const view = tuple ? undefined : viewOf(module);
   if (view !== undefined && operands[view.operand] instanceof Tensor) {
     // Still compiled (verified, and run by nothing): a view needs no executable, but keeping
@@ -468,6 +469,22 @@ function runFast(entry: CacheEntry, operands: readonly Operand[]): Tensor | Tens
     return new Tensor(new ConcreteImpl(outs[0]!.dtype, outs[0]!.dims, bufs[0]!, true));
   }
   return outs.map((r, k) => new Tensor(new ConcreteImpl(r.dtype, r.dims, bufs[k]!, true)));
+}
+
+/** Told of each eager op's module as it is compiled (after optimization). */
+let eagerModuleObserver: ((module: Module) => void) | undefined;
+
+/**
+ * Observes the modules eager ops compile (undefined: none); returns the previous observer. Tests
+ * use it to build every kernel a set of cases needs on `native` in one parallel batch
+ * (prepareNative) instead of one compiler run per op.
+ */
+export function setEagerModuleObserver(
+  o: ((module: Module) => void) | undefined,
+): ((module: Module) => void) | undefined {
+  const saved = eagerModuleObserver;
+  eagerModuleObserver = o;
+  return saved;
 }
 
 // Eager programs are keyed apart from whole programs of the same module (compiled with hints).

@@ -23,6 +23,7 @@ import {
 } from "../../tensor/index.ts";
 import { expectClose, type FixtureValue, loadFixtures } from "../fixtures/load.ts";
 import { flat } from "./reference.ts";
+import { tryCase, warmNative } from "./native_warm.ts";
 
 const cases = loadFixtures("elementwise");
 
@@ -69,7 +70,11 @@ function callCase(op: string, args: FixtureValue[], kwargs: Record<string, Fixtu
 
 function onEachBackend(name: string, fn: () => void): void {
   describe.each(backendNames())(`${name} [%s]`, (backend) => {
-    beforeAll(() => setEagerBackend(backend));
+    beforeAll(() => {
+      // One parallel batch of compiler runs for every case's native kernels.
+      if (backend === "native") warmNative(() => cases.forEach((c) => tryCase(() => callCase(c.op, c.args, c.kwargs))));
+      setEagerBackend(backend);
+    }, 300_000);
     afterAll(() => setEagerBackend(undefined));
     fn();
   });

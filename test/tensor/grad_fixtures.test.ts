@@ -17,6 +17,7 @@ import { setEagerBackend, Tensor, zerosLike } from "../../tensor/index.ts";
 import { callFunctional, decodeValue, expectClose, type FixtureValue } from "../fixtures/load.ts";
 import { DIFFERS_FROM_PYTORCH as DIFFERS, pendingOf } from "./grad_cases.ts";
 import { floatOutputs } from "./grad_check.ts";
+import { tryCase, warmNative } from "./native_warm.ts";
 
 interface RawCase {
   op: string;
@@ -69,7 +70,14 @@ function compare(raw: RawCase): void {
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe.each(backendNames())("PyTorch gradients [%s]", (backend) => {
-  beforeAll(() => setEagerBackend(backend));
+  beforeAll(() => {
+    if (backend === "native") {
+      warmNative(() => {
+        for (const raw of RAW) tryCase(() => kilnGrads(raw));
+      });
+    }
+    setEagerBackend(backend);
+  }, 300_000);
   afterAll(() => setEagerBackend(undefined));
   it.each(RAW.map((c) => [c.name, c] as const))("%s", (_, raw) => {
     const pending = pendingOf(raw);

@@ -11,6 +11,7 @@
 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tryCase, warmNative } from "./native_warm.ts";
 import { printHlo } from "../../ir/print.ts";
 import { ModuleBuilder } from "../../ir/builder.ts";
 import { backendNames } from "../../runtime/index.ts";
@@ -71,7 +72,11 @@ function run(c: (typeof cases)[number]): unknown {
 }
 
 describe.each(backendNames())("PyTorch fixtures [%s]", (backend) => {
-  beforeAll(() => setEagerBackend(backend));
+  beforeAll(() => {
+    // One parallel batch of compiler runs for every case's native kernels.
+    if (backend === "native") warmNative(() => cases.forEach((c) => tryCase(() => run(c))));
+    setEagerBackend(backend);
+  }, 300_000);
   afterAll(() => setEagerBackend(undefined));
   it.each(cases.map((c) => [c.name, c] as const))("%s", (_, c) => {
     const got = run(c);

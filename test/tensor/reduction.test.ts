@@ -15,6 +15,7 @@
 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tryCase, warmNative } from "./native_warm.ts";
 import { backendNames } from "../../runtime/index.ts";
 import { setEagerBackend } from "../../tensor/dispatch.ts";
 import {
@@ -121,7 +122,11 @@ describe("reduction fixtures", () => {
   });
 
   describe.each(backendNames())("against PyTorch [%s]", (backend) => {
-    beforeAll(() => setEagerBackend(backend));
+    beforeAll(() => {
+      // One parallel batch of compiler runs for every case's native kernels.
+      if (backend === "native") warmNative(() => cases.forEach((c) => tryCase(() => runCase(c))));
+      setEagerBackend(backend);
+    }, 300_000);
     afterAll(() => setEagerBackend(undefined));
     it.each(AREA_OPS)("%s", (op) => {
       for (const c of cases.filter((k) => k.op === op)) {
