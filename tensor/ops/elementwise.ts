@@ -164,8 +164,15 @@ export const pow = defineOp({
       if (!isScalarOperand(y!)) return r;
       // pow(Tensor, Scalar) in PyTorch computes x^0.5 as sqrt and x^-0.5 as rsqrt, which differ
       // from C's pow at -0 and -inf; the other special exponents agree with pow's values.
-      const sq = b.select(b.compare(v!, like(b, v!, 0.5), "EQ"), b.sqrt(u!), r);
-      return b.select(b.compare(v!, like(b, v!, -0.5), "EQ"), b.rsqrt(u!), sq);
+      // Each branch reads 1 where it is discarded: a discarded branch still gets a (zero)
+      // cotangent in backward, and 0 times its derivative at a negative base (sqrt's, or
+      // x^(y-1) at y = 0.5) would be NaN — x.pow(2) must differentiate at x < 0.
+      const half = b.compare(v!, like(b, v!, 0.5), "EQ");
+      const minusHalf = b.compare(v!, like(b, v!, -0.5), "EQ");
+      const one = like(b, u!, 1);
+      const general = b.power(b.select(b.or(half, minusHalf), one, u!), v!);
+      const sq = b.select(half, b.sqrt(b.select(half, u!, one)), general);
+      return b.select(minusHalf, b.rsqrt(b.select(minusHalf, u!, one)), sq);
     }
     if (t !== "int32" && t !== "int64") return r;
     // IR power gives 0 for every negative exponent; PyTorch gives (-1)^e for a base of -1.
@@ -303,11 +310,13 @@ export const elu = defineOp({
   signature: [p.tensor("input"), p.number("alpha").default(1)],
   lower: (b, [x], { alpha }) =>
     floatActivation(b, x!, (b, u) =>
-      b.select(
-        b.compare(u, like(b, u, 0), "GT"),
-        u,
-        b.multiply(b.expm1(u), like(b, u, alpha)),
-      ),
+      {
+        const pos = b.compare(u, like(b, u, 0), "GT");
+        // expm1 reads 0 where its branch is discarded, so a large x cannot overflow into a NaN
+        // gradient (0 times exp(x) = inf) in backward.
+        const neg = b.expm1(b.select(pos, like(b, u, 0), u));
+        return b.select(pos, u, b.multiply(neg, like(b, u, alpha)));
+      },
     ),
 });
 
@@ -358,8 +367,10 @@ export const softplus = defineOp({
   lower: (b, [x], { beta, threshold }) =>
     floatActivation(b, x!, (b, u) => {
       const bx = b.multiply(u, like(b, u, beta));
-      const soft = b.divide(b.log1p(b.exp(bx)), like(b, u, beta));
-      return b.select(b.compare(bx, like(b, u, threshold), "GT"), u, soft);
+      const linear = b.compare(bx, like(b, u, threshold), "GT");
+      // The soft branch reads 0 where it is discarded (exp would overflow: a NaN gradient).
+      const soft = b.divide(b.log1p(b.exp(b.select(linear, like(b, u, 0), bx))), like(b, u, beta));
+      return b.select(linear, u, soft);
     }),
 });
 

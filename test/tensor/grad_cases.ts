@@ -35,12 +35,7 @@ export const PENDING_RULES: Readonly<Record<string, Pending>> = {
  * them), with what is wrong. grad_ops.test.ts asserts each is still wrong, so a fix shows and
  * the entry leaves this list.
  */
-export const KNOWN_WRONG: Readonly<Record<string, string>> = {
-  // pow(Tensor, Scalar) lowers to select(y == -0.5, rsqrt(x), select(y == 0.5, sqrt(x),
-  // power(x, y))): the unselected sqrt/rsqrt branches still get a zero cotangent, and their
-  // rules give 0 * (0.5 / sqrt(x)) = NaN where x < 0 (and x = 0). PyTorch: 3x^2.
-  "pow/integer_exponent": "NaN gradient where the base is negative (a scalar exponent)",
-};
+export const KNOWN_WRONG: Readonly<Record<string, string>> = {};
 
 /**
  * PyTorch fixture cases (test/fixtures/grad.json) where Kiln's gradient is not PyTorch's, and
@@ -60,13 +55,9 @@ export const DIFFERS_FROM_PYTORCH: Readonly<Record<string, string>> = {
   // relu6 lowers to a clamp, whose rule passes the gradient at the bounds (as PyTorch's clamp);
   // PyTorch's relu6 is hardtanh, which passes none at 0 and 6.
   "relu6/kinks": "the gradient at 0 and 6 is 1 (PyTorch: 0)",
-  // The same NaN as KNOWN_WRONG's pow/integer_exponent, at a zero base too.
-  "pow/square_any_base": "NaN where the base is <= 0 (a scalar exponent)",
-  // Overflow in a branch a select discards: softplus's log1p(exp(x)) past its threshold, elu's
-  // expm1(x) for x > 0, mish's softplus, silu's exp(-x) for x << 0 are inf in float32; their
-  // rules multiply the branch's zero cotangent by inf. PyTorch: 1 (or 0) in the limits.
-  "softplus/large": "NaN for x = 100 (exp overflows in the discarded branch)",
-  "elu/large": "NaN for x = 100 (expm1 overflows in the discarded branch)",
+  // Overflow inside the formula (not in a discarded branch, which pow, softplus and elu guard):
+  // mish's softplus and silu's exp(-x) for x << 0 are inf in float32, and their rules multiply
+  // by it. PyTorch: 1 (or 0) in the limits.
   "mish/large": "NaN for x = 100 (its softplus's exp overflows)",
   "silu/large": "NaN for x = -100 (exp(-x) overflows)",
 };

@@ -111,7 +111,14 @@ describe("PENDING_RULES: still no derivative", () => {
 
 describe("KNOWN_WRONG: still wrong", () => {
   const wrong = GRAD_CASES.filter((k) => k.name in KNOWN_WRONG);
-  it.each(wrong.map((k) => [k.name, k] as const))("%s", (_, k) => {
+  it("names only cases of the harness (empty now: pow's NaN was fixed in its lowering)", () => {
+    for (const name of Object.keys(KNOWN_WRONG)) {
+      expect(GRAD_CASES.some((k) => k.name === name), name).toBe(true);
+    }
+  });
+  // One test per entry, when there are entries (an empty table registers none).
+  const each = wrong.length > 0 ? it.each(wrong.map((k) => [k.name, k] as const)) : undefined;
+  each?.("%s", (_, k) => {
     const { values, traced, cts } = prepare(k);
     const f64 = checkF64(traced, values, cts);
     // NaN fails every comparison: the worst error stays NaN (or above the tolerance).
