@@ -48,6 +48,12 @@ import {
   single,
 } from "../runtime/index.ts";
 import { lazy } from "../tensor/lazy.ts";
+import { setGradEnabled } from "../tensor/autograd.ts";
+
+// Inference only: no autograd recording (as PyTorch benchmarks run under no_grad), so
+// parameters that require grad do not keep every activation of a forward alive.
+setGradEnabled(false);
+
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

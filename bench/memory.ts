@@ -9,6 +9,12 @@
 import { zoo, type ConfigName } from "../models/index.ts";
 import { assignBuffers, fusionSummary } from "../passes/index.ts";
 import { lastLazyGraph, lazy, Tensor } from "../tensor/index.ts";
+import { setGradEnabled } from "../tensor/autograd.ts";
+
+// Inference only: no autograd recording (as PyTorch benchmarks run under no_grad), so
+// parameters that require grad do not keep every activation of a forward alive.
+setGradEnabled(false);
+
 
 const full = process.argv.includes("--full");
 const configs: ConfigName[] = full ? ["tiny", "full"] : ["tiny"];

@@ -93,6 +93,12 @@ import {
   type WorkloadResult,
 } from "./harness.ts";
 import { float32, int64, type OnnxGraph, type OnnxNode, onnxModel } from "./onnx.ts";
+import { setGradEnabled } from "../../tensor/autograd.ts";
+
+// Inference only: no autograd recording (as PyTorch benchmarks run under no_grad), so
+// parameters that require grad do not keep every activation of a forward alive.
+setGradEnabled(false);
+
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(here, "..", "..");
