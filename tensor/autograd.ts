@@ -16,6 +16,7 @@
 // reverse sweep of their lowering), which gives higher-order gradients.
 
 import type { Instruction } from "../ir/module.ts";
+import type { ArrayShape } from "../ir/shape.ts";
 import { AutodiffError, type Ct, reverseSweep } from "../passes/autodiff.ts";
 import { captureUserFrame, formatFrame, locateHere, type UserFrame } from "../util/user_frame.ts";
 import {
@@ -215,6 +216,20 @@ function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly bool
       const r = b.withMetadata({ opType: op.name }, () => op.lower(b, xs, attrs));
       const forward = b.computation.instructions.slice(start);
       const outs = Array.isArray(r) ? r : [r];
+      if (op.vjp !== undefined) {
+        // The op's own derivative (Lowering.vjp), zeros for an input it gives none.
+        const byOutput: (Instruction | undefined)[] = [];
+        let j = 0;
+        outs.forEach((_, k) => byOutput.push(given[k] ? cts[j++] : undefined));
+        const gs = b.withMetadata({ opType: op.name }, () => op.vjp!(b, xs, outs, byOutput, attrs));
+        return xs.flatMap((x, k) => {
+          if (!wrt[k]) return [];
+          const g = gs[k];
+          if (g !== undefined) return [g];
+          const s = x.shape as ArrayShape;
+          return [b.broadcast(b.scalar(s.type, 0), s.dims, [])];
+        });
+      }
       const seeds: [Instruction, Ct][] = [];
       let c = 0;
       outs.forEach((o, k) => {

@@ -72,7 +72,23 @@ export interface Lowering {
   /** Checks and rewrites the parsed arguments (operands included) before anything else. */
   normalize?(args: Attrs): Attrs;
   lower(b: ComputationBuilder, inputs: Instruction[], attrs: Attrs): Instruction | Instruction[];
+  /**
+   * The op's own derivative, where differentiating its lowering opcode by opcode would not be
+   * PyTorch's (relu's gradient at 0): given the forward inputs and outputs in `b` and a
+   * cotangent per output (undefined where none), one cotangent per input (undefined: none).
+   * Without it, autograd differentiates the lowering with the IR's rules.
+   */
+  vjp?: VjpFn;
 }
+
+/** An op's own derivative (Lowering.vjp). */
+export type VjpFn = (
+  b: ComputationBuilder,
+  inputs: readonly Instruction[],
+  outputs: readonly Instruction[],
+  cotangents: readonly (Instruction | undefined)[],
+  attrs: Attrs,
+) => (Instruction | undefined)[];
 
 /** An op defined by other ops. */
 export interface Decomposition {
@@ -643,6 +659,13 @@ export function defineOp<
   signature: Ps;
   normalize?: (args: ArgsOf<Ps>) => ArgsOf<Ps>;
   lower: (b: ComputationBuilder, inputs: Instruction[], attrs: AttrsOf<Ps>) => R;
+  vjp?: (
+    b: ComputationBuilder,
+    inputs: readonly Instruction[],
+    outputs: readonly Instruction[],
+    cotangents: readonly (Instruction | undefined)[],
+    attrs: AttrsOf<Ps>,
+  ) => (Instruction | undefined)[];
 }): OpFunction<Ps, R extends Instruction[] ? Tensor[] : Tensor> {
   const lowering: Lowering = {
     kind: "lowering",
@@ -650,6 +673,7 @@ export function defineOp<
     signature: def.signature,
     lower: def.lower as unknown as Lowering["lower"],
     ...(def.normalize ? { normalize: def.normalize as unknown as Lowering["normalize"] } : {}),
+    ...(def.vjp ? { vjp: def.vjp as unknown as VjpFn } : {}),
   };
   register(lowering);
   return callable(lowering, def.signature);

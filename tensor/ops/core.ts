@@ -218,6 +218,10 @@ export const relu = defineOp({
     refuseBool(b, [x!], "relu needs a numeric dtype");
     return b.maximum(x!, filledLike(b, x!, 0));
   },
+  // PyTorch's threshold_backward: the gradient where x > 0, none at 0 (maximum's tie rule
+  // would give 1 there) nor for NaN.
+  vjp: (b, [x], _outs, [g]) =>
+    g === undefined ? [] : [b.select(b.compare(x!, filledLike(b, x!, 0), "GT"), g, filledLike(b, g, 0))],
 });
 
 export const maximum = defineOp({

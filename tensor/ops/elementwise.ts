@@ -289,6 +289,16 @@ export const relu6 = defineOp({
     refuseBool(b, x!, "relu6 needs a numeric dtype");
     return b.clamp(like(b, x!, 0), x!, like(b, x!, 6));
   },
+  // PyTorch's hardtanh_backward: the gradient strictly inside (0, 6), none at the bounds
+  // (clamp's rule passes it there, as PyTorch's clamp does).
+  vjp(b, [x], _outs, [g]) {
+    if (g === undefined) return [];
+    const inside = b.and(
+      b.compare(x!, like(b, x!, 0), "GT"),
+      b.compare(x!, like(b, x!, 6), "LT"),
+    );
+    return [b.select(inside, g, like(b, g, 0))];
+  },
 });
 
 export const leakyRelu = defineOp({

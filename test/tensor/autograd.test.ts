@@ -15,6 +15,7 @@ import {
   nn,
   noGrad,
   OpError,
+  ops,
   Parameter,
   setEagerBackend,
   tensor,
@@ -133,6 +134,18 @@ describe("backward", () => {
     const y = tensor([3, -1, 2]).requiresGrad_();
     y.min().mul(4).backward();
     close(y.grad, [0, 4, 0]);
+  });
+
+  it("relu and relu6 have PyTorch's gradients at their kinks (the ops' own vjp)", () => {
+    const x = tensor([-1, 0, 0.5, 6, 7]).requiresGrad_();
+    x.relu().sum().backward();
+    close(x.grad, [0, 0, 1, 1, 1]);
+    x.grad = null;
+    ops.relu6(x).sum().backward();
+    close(x.grad, [0, 0, 1, 0, 0]);
+    // Through createGraph: relu's derivative is itself differentiable (zero second derivative).
+    const [g] = autograd.grad(x.relu().mul(x).sum(), x, undefined, { createGraph: true });
+    close(g!, [0, 0, 1, 12, 14]);
   });
 
   it("piecewise-constant ops pass a zero gradient, as PyTorch's", () => {

@@ -46,15 +46,10 @@ export const DIFFERS_FROM_PYTORCH: Readonly<Record<string, string>> = {
   // passes/autodiff_rules.ts maskedPair: a tie of maximum/minimum goes to the first operand;
   // PyTorch splits it half and half.
   "maximum/ties": "a tie's gradient goes to the first operand (PyTorch: half to each)",
-  // relu lowers to maximum(x, 0), so the tie rule above gives relu'(0) = 1; PyTorch: 0.
-  "relu/with_zero": "relu'(0) is 1 (PyTorch: 0)",
   // norm = sqrt(sum x^2): d/dx at a zero vector is 0 * (0.5 / 0) = NaN; PyTorch masks it to 0.
   "norm/fro_zero_row": "NaN gradient for a zero vector (PyTorch: 0)",
   // embedding's lowering is a plain gather; PyTorch sends no gradient to the paddingIdx row.
   "embedding/padding_idx": "the paddingIdx row gets a gradient (PyTorch: none)",
-  // relu6 lowers to a clamp, whose rule passes the gradient at the bounds (as PyTorch's clamp);
-  // PyTorch's relu6 is hardtanh, which passes none at 0 and 6.
-  "relu6/kinks": "the gradient at 0 and 6 is 1 (PyTorch: 0)",
   // Overflow inside the formula (not in a discarded branch, which pow, softplus and elu guard):
   // mish's softplus and silu's exp(-x) for x << 0 are inf in float32, and their rules multiply
   // by it. PyTorch: 1 (or 0) in the limits.
