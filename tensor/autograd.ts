@@ -216,12 +216,24 @@ function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly bool
       const r = b.withMetadata({ opType: op.name }, () => op.lower(b, xs, attrs));
       const forward = b.computation.instructions.slice(start);
       const outs = Array.isArray(r) ? r : [r];
+      const seeds: [Instruction, Ct][] = [];
+      let c = 0;
+      outs.forEach((o, k) => {
+        if (given[k]) seeds.push([o, cts[c++]!]);
+      });
       if (op.vjp !== undefined) {
         // The op's own derivative (Lowering.vjp), zeros for an input it gives none.
         const byOutput: (Instruction | undefined)[] = [];
         let j = 0;
         outs.forEach((_, k) => byOutput.push(given[k] ? cts[j++] : undefined));
-        const gs = b.withMetadata({ opType: op.name }, () => op.vjp!(b, xs, outs, byOutput, attrs));
+        const auto = () => {
+          const gs = reverseSweep(b, forward, seeds, xs.filter((_, k) => wrt[k]));
+          let i = 0;
+          return xs.map((_, k) => (wrt[k] ? gs[i++] : undefined));
+        };
+        const gs = b.withMetadata({ opType: op.name }, () =>
+          op.vjp!(b, xs, outs, byOutput, attrs, auto),
+        );
         return xs.flatMap((x, k) => {
           if (!wrt[k]) return [];
           const g = gs[k];
@@ -230,11 +242,6 @@ function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly bool
           return [b.broadcast(b.scalar(s.type, 0), s.dims, [])];
         });
       }
-      const seeds: [Instruction, Ct][] = [];
-      let c = 0;
-      outs.forEach((o, k) => {
-        if (given[k]) seeds.push([o, cts[c++]!]);
-      });
       const targets = xs.filter((_, k) => wrt[k]);
       return reverseSweep(b, forward, seeds, targets);
     },

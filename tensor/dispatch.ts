@@ -88,6 +88,8 @@ export type VjpFn = (
   outputs: readonly Instruction[],
   cotangents: readonly (Instruction | undefined)[],
   attrs: Attrs,
+  /** The IR rules' cotangents per input (what autograd would use without `vjp`), to adjust. */
+  auto: () => (Instruction | undefined)[],
 ) => (Instruction | undefined)[];
 
 /** An op defined by other ops. */
@@ -665,6 +667,7 @@ export function defineOp<
     outputs: readonly Instruction[],
     cotangents: readonly (Instruction | undefined)[],
     attrs: AttrsOf<Ps>,
+    auto: () => (Instruction | undefined)[],
   ) => (Instruction | undefined)[];
 }): OpFunction<Ps, R extends Instruction[] ? Tensor[] : Tensor> {
   const lowering: Lowering = {

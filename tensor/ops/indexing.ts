@@ -27,6 +27,7 @@ import {
   dtypeOf,
   fail,
   filled,
+  filledLike,
   isScalarOperand,
   opName,
   rankOf,
@@ -324,6 +325,18 @@ export const embedding = defineOp({
     }
     checkIndexRange("embedding", input, num, `the weight's ${num} embeddings`);
     return args;
+  },
+  // PyTorch's embedding_backward: no gradient to the paddingIdx row (the gather's own
+  // derivative, a scatter-add, gives it the rows that looked it up).
+  vjp(b, [, w], _outs, _cts, { paddingIdx }, auto) {
+    const gs = auto();
+    const gw = gs[1];
+    if (paddingIdx === undefined || gw === undefined) return gs;
+    const ws = dimsOf(w!);
+    const row = paddingIdx < 0 ? paddingIdx + ws[0]! : paddingIdx;
+    const rows = b.iota(arrayShape("s32", ws), 0);
+    const keep = b.compare(rows, b.broadcast(b.scalar("s32", row), ws, []), "NE");
+    return [undefined, b.select(keep, gw, filledLike(b, gw, 0))];
   },
   lower(b, [idx, w]) {
     checkIndexDType(b, idx!, "input");

@@ -48,8 +48,6 @@ export const DIFFERS_FROM_PYTORCH: Readonly<Record<string, string>> = {
   "maximum/ties": "a tie's gradient goes to the first operand (PyTorch: half to each)",
   // norm = sqrt(sum x^2): d/dx at a zero vector is 0 * (0.5 / 0) = NaN; PyTorch masks it to 0.
   "norm/fro_zero_row": "NaN gradient for a zero vector (PyTorch: 0)",
-  // embedding's lowering is a plain gather; PyTorch sends no gradient to the paddingIdx row.
-  "embedding/padding_idx": "the paddingIdx row gets a gradient (PyTorch: none)",
   // Overflow inside the formula (not in a discarded branch, which pow, softplus and elu guard):
   // mish's softplus and silu's exp(-x) for x << 0 are inf in float32, and their rules multiply
   // by it. PyTorch: 1 (or 0) in the limits.
@@ -267,8 +265,12 @@ export const GRAD_CASES: readonly GradCase[] = [
   c("gather/dim1", [f(3, 4), int([0, 3, 1, 1, 2, 0], [3, 2])], (x, i) => ops.gather(x, 1, i!)),
   c("indexSelect/repeats", [f(4, 3), int([2, 0, 2])], (x, i) => ops.indexSelect(x, 0, i!)),
   c("embedding/basic", [int([1, 3, 1, 0], [2, 2]), f(4, 3)], (i, w) => ops.embedding(i, w!)),
-  c("embedding/padding_idx", [int([1, 3, 1, 0], [2, 2]), f(4, 3)], (i, w) =>
-    ops.embedding(i, w!, 1)),
+  {
+    ...c("embedding/padding_idx", [int([1, 3, 1, 0], [2, 2]), f(4, 3)], (i, w) =>
+      ops.embedding(i, w!, 1)),
+    // PyTorch's convention (embedding's own vjp): row 1, the paddingIdx, gets no gradient.
+    convention: (a, g) => (a === 1 ? g.map((v, j) => (j >= 3 && j < 6 ? 0 : v)) : g),
+  },
   c("scatter/src", [f(3, 4), int([0, 2, 1, 3], [2, 2]), f(2, 2)], (x, i, s) =>
     ops.scatter(x, 1, i!, s!)),
   c("scatter/scalar", [f(3, 4), int([0, 2, 1, 3], [2, 2])], (x, i) => ops.scatter(x, 1, i!, 0.5)),

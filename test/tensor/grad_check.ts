@@ -60,6 +60,12 @@ export interface GradCase {
   readonly fdTol?: number;
   /** Relative tolerance of the float32 eager check against the f64 gradient (default 1e-4). */
   readonly eagerTol?: number;
+  /**
+   * Where the op's gradient is a convention rather than the function's derivative (PyTorch's,
+   * stated by the op's own vjp: embedding's paddingIdx row gets none), input `a`'s f64
+   * gradient as the convention has it, for the eager check.
+   */
+  readonly convention?: (a: number, grad: number[]) => number[];
 }
 
 function seedOf(name: string): number {
