@@ -63,6 +63,7 @@ import {
   RESULTS_PER_CHECK,
 } from "./index_checks.ts";
 import { dimsOf, dtypeOf } from "./lower.ts";
+import { moduleCalls, onTopLevelReturn } from "./module_calls.ts";
 import { ConcreteImpl, registerRealizer, Tensor, type TensorImpl } from "./tensor.ts";
 
 export interface LazyOptions {
@@ -132,6 +133,13 @@ interface LazyNode {
   depth: number;
   /** The op and its operands' kinds, dtypes and ranks, but no sizes: what repeats compare. */
   readonly shapeFree: number;
+  /**
+   * The top-level nn.Module call (tensor/module_calls.ts) the op was recorded in, or -1 when
+   * no module's forward was running: repeat cuts fall between calls, never inside one.
+   */
+  readonly call: number;
+  /** Returned by a top-level module call: live, so a cut that computes it returns it. */
+  escaped: boolean;
   values: ConcreteImpl[] | undefined;
   /**
    * Set when a cut computed this node inside a program without returning it: that program's
@@ -355,6 +363,8 @@ class LazyMode implements DispatchMode {
       scope: this.scope,
       depth: depth + 1,
       shapeFree: shapeFreeId(shapeFreeKey(op, operands)),
+      call: moduleCalls.depth === 0 ? -1 : moduleCalls.top,
+      escaped: false,
       values: undefined,
     };
     counters.opsRecorded++;
@@ -404,11 +414,14 @@ function windowKey(at: number): string {
 
 /** Whether the region began at a repeat cut (so at the start of a loop's iteration). */
 let regionAligned = false;
+/** Whether a repeat inside a module call was logged for this region (once per region). */
+let insideNoted = false;
 
 /** Replaces the region (after a cut or an observation) and re-indexes its windows. */
 function setRegion(nodes: LazyNode[], aligned = false): void {
   region = nodes;
   regionAligned = aligned;
+  insideNoted = false;
   windows = new Map();
   for (let i = 0; i + REPEAT_SPAN <= region.length; i++) {
     const key = windowKey(i);
@@ -434,6 +447,19 @@ function cutAtRepeat(): void {
   // A region that a repeat cut began starts an iteration: it is cut only where its own
   // opening recurs, so every region of the loop begins at the same op.
   if (regionAligned && first !== 0) return;
+  // Never inside one top-level module call: the identical blocks of a model's forward look
+  // like a loop's iterations too, but the loop (a decoding step, a training step) is what
+  // calls the model, and cutting at its blocks would make a step several programs.
+  const before = region[start - 1]!;
+  if (before.call !== -1 && before.call === region[start]!.call) {
+    if (!insideNoted) {
+      insideNoted = true;
+      log("lazy", () =>
+        `not cut: ops ${start}.. repeat the ops at ${first}.. (${before.op.name}, ...) inside ` +
+        "one module call (a model's repeated blocks); cuts fall between a model's calls");
+    }
+    return;
+  }
   counters.repeatCuts++;
   cutRegion(start, () => {
     const names = region.slice(0, 3).map((x) => x.op.name);
@@ -450,7 +476,12 @@ function cutAtRepeat(): void {
  * used only later is recomputed by the program that needs it (correct, but worth a markStep
  * or a realizeAll where it matters). The rest of the region becomes the next region.
  */
-function cutRegion(k: number, why: string | (() => string), repeat = false): void {
+function cutRegion(
+  k: number,
+  why: string | (() => string),
+  repeat = false,
+  extra: readonly LazyNode[] = [],
+): void {
   const head = region.slice(0, k).filter((x) => x.values === undefined);
   const tail = region.slice(k);
   setRegion(tail, repeat);
@@ -471,7 +502,12 @@ function cutRegion(k: number, why: string | (() => string), repeat = false): voi
       for (const i of x.inputs) if (isPendingImpl(i) && inHead.has(i.node)) used.add(i.node);
     }
   }
-  const roots = head.filter((x) => !usedInHead.has(x) || usedLater.has(x));
+  // Returned: what nothing in the region uses (a loop's carried state), what the ops after the
+  // cut use, what a top-level module call returned (a model's outputs and caches) and `extra`.
+  const wanted = new Set(extra);
+  const roots = head.filter(
+    (x) => !usedInHead.has(x) || usedLater.has(x) || x.escaped || wanted.has(x),
+  );
   for (const s of new Set(head.map((x) => x.scope))) {
     for (const o of s.outputs) if (o.value === undefined && inHead.has(o.node)) roots.push(o.node);
   }
@@ -526,16 +562,29 @@ function text(why: string | (() => string)): string {
 function runCut(roots: LazyNode[], options: LazyOptions, describe: () => string): void {
   const byId = (a: LazyNode, b: LazyNode) => a.id - b.id;
   let p = plan([...new Set(roots)].sort(byId));
-  const learned = learnedResults.get(p.body);
+  // Whatever a cut of this computation returned before (at any sizes), this one returns too:
+  // the iteration that ends a loop (observed, with nothing after it) returns what the others
+  // did, so it is the same program; and what a later op needed from it is returned at once.
+  let learned = learnedResults.get(p.shape);
   if (learned) {
-    for (const step of learned) roots.push(p.steps[step]!);
-    p = plan([...new Set(roots)].sort(byId));
+    let more = false;
+    for (const step of learned) {
+      const node = p.steps[step];
+      if (node !== undefined && !roots.includes(node)) {
+        roots.push(node);
+        more = true;
+      }
+    }
+    if (more) p = plan([...new Set(roots)].sort(byId));
+  } else {
+    learnedResults.set(p.shape, (learned = new Set()));
   }
+  for (const r of p.results) learned.add(r.step);
   log("lazy", () => `${describe()} (${plural(p.results.length, "result")})`);
   realizePlan(p, options);
   const cut = nextCutId++;
   for (const [step, node] of p.steps.entries()) {
-    if (node.values === undefined) node.dropped = { body: p.body, step, cut };
+    if (node.values === undefined) node.dropped = { body: p.shape, step, cut };
   }
   if (learnedResults.size > MEMO_CAPACITY) {
     const oldest = learnedResults.keys().next().value;
@@ -640,6 +689,8 @@ interface Plan {
   readonly key: string;
   /** The key without the results: the computation, whatever it returns. */
   readonly body: string;
+  /** The body without sizes (each step's size-free key and wiring): what cuts learn by. */
+  readonly shape: string;
 }
 
 /** The root nodes of a program that must compute `requested`: see the file comment. */
@@ -689,6 +740,7 @@ function plan(roots: readonly LazyNode[]): Plan {
   const paramOf = new Map<ConcreteImpl, number>();
   const refs: Ref[][] = [];
   let key = "";
+  let shape = "";
   for (const [s, node] of steps.entries()) {
     stepOf.set(node, s);
     const r: Ref[] = [];
@@ -713,7 +765,9 @@ function plan(roots: readonly LazyNode[]): Plan {
       }
     }
     refs.push(r);
-    key += `${node.key}(${r.map(refText).join(",")})\n`;
+    const wiring = r.map(refText).join(",");
+    key += `${node.key}(${wiring})\n`;
+    shape += `${node.shapeFree}(${wiring})`;
   }
   const results: { step: number; index: number }[] = [];
   for (const root of roots) {
@@ -722,7 +776,7 @@ function plan(roots: readonly LazyNode[]): Plan {
   }
   const body = key;
   key += `-> ${results.map(refText).join(",")}`;
-  return { steps, refs, params, results, key, body };
+  return { steps, refs, params, results, key, body, shape };
 }
 
 function refText(r: Ref): string {
@@ -823,12 +877,27 @@ function describePlan(p: Plan): string {
 }
 
 /** Computes every pending tensor in `requested` (and its scope's outputs) in one program. */
-function realizeImpls(requested: readonly LazyImpl[]): void {
+function realizeImpls(requested: readonly LazyImpl[], observed = false): void {
+  if (observed && regionAligned) cutObserved(requested);
   const roots = rootsFor(requested);
   if (roots.length === 0) return;
   // The observed tensor's scope decides how the program is compiled.
   const first = requested.find((r) => r.value === undefined)!;
   realizeRoots(roots, first.node.scope.options);
+}
+
+/**
+ * An observation of a value in a region that a repeat cut began (a loop's iteration, say the
+ * last one of a generation, or one that ends by reading a token) runs the whole region as a
+ * cut would, returning what a cut returns plus the observed values: so the iteration that
+ * ends in an observation is the same program as the ones that ended at a repeat.
+ */
+function cutObserved(requested: readonly LazyImpl[]): void {
+  const inRegion = new Set(region);
+  const wanted = requested.filter((r) => r.value === undefined && inRegion.has(r.node));
+  if (wanted.length === 0) return;
+  cutRegion(region.length, () => `a value (${wanted[0]!.node.op.name}) is observed in a region ` +
+    "a repeat cut began: the rest of the loop's iteration", false, wanted.map((r) => r.node));
 }
 
 /** Computes the outputs of `roots` (sorted by id) and what they need, in one program. */
@@ -917,14 +986,22 @@ function tupleOf(out: EvalValue, n: number): EvalValue[] {
   return out;
 }
 
-function realizeImpl(impl: LazyImpl): ConcreteImpl {
-  if (impl.value === undefined) realizeImpls([impl]);
+function realizeImpl(impl: LazyImpl, observed = false): ConcreteImpl {
+  if (impl.value === undefined) realizeImpls([impl], observed);
   return impl.value!;
 }
 
 registerRealizer("lazy", (impl) => {
   if (!(impl instanceof LazyImpl)) throw new Error(`a '${impl.kind}' impl is not a lazy one`);
-  return realizeImpl(impl);
+  return realizeImpl(impl, true);
+});
+
+// What a top-level module call returns is live: a cut that computes it returns it.
+onTopLevelReturn((result) => {
+  if (region.length === 0) return;
+  const outs: LazyImpl[] = [];
+  lazyTensorsIn(result, outs, new Set(), 0);
+  for (const o of outs) o.node.escaped = true;
 });
 
 // ---- The API --------------------------------------------------------------------------------
@@ -1038,7 +1115,7 @@ export function realizeAll(tensors: Iterable<Tensor>): void {
   for (const t of list) {
     if (t.impl instanceof LazyImpl && t.impl.value === undefined) impls.push(t.impl);
   }
-  realizeImpls(impls);
+  realizeImpls(impls, true);
   for (const t of list) if (t.impl instanceof LazyImpl) t.realize();
 }
 

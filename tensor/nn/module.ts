@@ -15,6 +15,7 @@ import { inspect } from "node:util";
 import { DTYPES, type DType, isDType, isFloatingDType } from "../dtype.ts";
 import { OpError } from "../errors.ts";
 import { to } from "../ops/core.ts";
+import { runModuleCall } from "../module_calls.ts";
 import { shapeString } from "../shape.ts";
 import { Tensor } from "../tensor.ts";
 import { addIndent } from "./repr.ts";
@@ -514,5 +515,6 @@ export function callForward(m: Module, args: readonly unknown[]): unknown {
   if (typeof f !== "function") {
     throw new OpError(m.className(), `has no forward method to call`);
   }
-  return (f as (...a: unknown[]) => unknown).apply(m, [...args]);
+  const list = [...args];
+  return runModuleCall(() => (f as (...a: unknown[]) => unknown).apply(m, list));
 }
