@@ -15,7 +15,7 @@ import { ComputationBuilder } from "../ir/builder.ts";
 import { cloneAttributes } from "../ir/clone.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
 import { conformanceProblem, valueShapeString } from "../ir/evaluate_support.ts";
-import { allocate, Literal, type ScalarValue, toStored } from "../ir/literal.ts";
+import { allocate, Literal, type LiteralData, type ScalarValue, toStored } from "../ir/literal.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
 import {
   type ElementType,
@@ -426,14 +426,34 @@ export interface RunPaddedOptions {
   fill?: Partial<Record<ElementType, ScalarValue>>;
 }
 
-function padLiteral(lit: Literal, bounds: readonly number[], fill: ScalarValue): Literal {
+/**
+ * Per result a padded program returned sliced (by its data array), the padded result it was
+ * sliced from: fed back to a program with the same bounds (a KV cache from one step to the
+ * next), it is passed as it is, instead of padded again. The padding's contents never change a
+ * result (what the padder guarantees, and tests show by poisoning it), and a tensor's storage
+ * is never written after it is made (data() hands out copies), so the pair stays valid.
+ */
+const paddedOf = new WeakMap<LiteralData, Literal>();
+
+function padLiteral(
+  lit: Literal,
+  bounds: readonly number[],
+  fill: ScalarValue,
+  explicitFill: boolean,
+): Literal {
   if (lit.dims.every((d, i) => d === bounds[i])) return lit;
+  if (!explicitFill) {
+    const known = paddedOf.get(lit.data);
+    if (known && known.type === lit.type && known.dims.every((d, i) => d === bounds[i])) {
+      return known;
+    }
+  }
   const n = bounds.reduce((a, b) => a * b, 1);
   const data = allocate(lit.type, n);
-  (data as { fill(v: number | bigint): unknown }).fill(toStored(lit.type, fill));
-  const dst = data as unknown as { [i: number]: number | bigint };
-  const src = lit.data as unknown as { readonly [i: number]: number | bigint };
-  copyBlock(lit.dims, lit.dims, bounds, (s, d) => (dst[d] = src[s]!));
+  const stored = toStored(lit.type, fill);
+  // allocate() zeroes: only another fill needs a pass.
+  if (stored !== 0 && stored !== 0n) (data as { fill(v: number | bigint): unknown }).fill(stored);
+  copyBlock(lit.dims, lit.dims, bounds, lit.data, data);
   return new Literal(lit.type, bounds, data);
 }
 
@@ -441,44 +461,70 @@ function sliceLiteral(lit: Literal, dims: readonly number[]): Literal {
   if (lit.dims.every((d, i) => d === dims[i])) return lit;
   const n = dims.reduce((a, b) => a * b, 1);
   const data = allocate(lit.type, n);
-  const dst = data as unknown as { [i: number]: number | bigint };
-  const src = lit.data as unknown as { readonly [i: number]: number | bigint };
-  copyBlock(dims, lit.dims, dims, (s, d) => (dst[d] = src[s]!));
+  copyBlock(dims, lit.dims, dims, lit.data, data);
+  paddedOf.set(data, lit);
   return new Literal(lit.type, dims, data);
 }
 
-/** Calls `move(srcLinear, dstLinear)` for every index of `block` in a src and a dst layout. */
+/**
+ * Copies the elements of `block` (a box at the origin) from `from` in layout `src` to `to` in
+ * layout `dst`, a contiguous run at a time: the trailing dims that the block, src and dst all
+ * hold whole are one run with the first partial dim before them (TypedArray.set per run).
+ */
 function copyBlock(
   block: readonly number[],
   src: readonly number[],
   dst: readonly number[],
-  move: (s: number, d: number) => void,
+  from: LiteralData,
+  to: LiteralData,
 ): void {
   const total = block.reduce((a, b) => a * b, 1);
   if (total === 0) return;
+  const r = block.length;
+  if (r === 0) {
+    (to as unknown as number[])[0] = (from as unknown as number[])[0]!;
+    return;
+  }
+  let k = r - 1;
+  let run = block[k]!;
+  while (k > 0 && block[k] === src[k] && block[k] === dst[k]) {
+    k--;
+    run *= block[k]!;
+  }
   const stride = (dims: readonly number[]) => {
     const out: number[] = [];
     let acc = 1;
-    for (let k = dims.length - 1; k >= 0; k--) {
-      out[k] = acc;
-      acc *= dims[k]!;
+    for (let q = dims.length - 1; q >= 0; q--) {
+      out[q] = acc;
+      acc *= dims[q]!;
     }
     return out;
   };
   const ss = stride(src);
   const ds = stride(dst);
-  const idx = block.map(() => 0);
-  for (let t = 0; t < total; t++) {
+  // The runs: one per index of the dims before k (dim k and after are inside a run).
+  const outer = block.slice(0, k);
+  const runs = total / run;
+  const idx = outer.map(() => 0);
+  const f = from as Float32Array;
+  const t = to as Float32Array;
+  const sameKind = from.constructor === to.constructor;
+  for (let n = 0; n < runs; n++) {
     let s = 0;
     let d = 0;
-    for (let k = 0; k < idx.length; k++) {
-      s += idx[k]! * ss[k]!;
-      d += idx[k]! * ds[k]!;
+    for (let q = 0; q < k; q++) {
+      s += idx[q]! * ss[q]!;
+      d += idx[q]! * ds[q]!;
     }
-    move(s, d);
-    for (let k = block.length - 1; k >= 0; k--) {
-      if (++idx[k]! < block[k]!) break;
-      idx[k] = 0;
+    if (sameKind) t.set(f.subarray(s, s + run), d);
+    else {
+      const fa = from as unknown as { readonly [i: number]: number | bigint };
+      const ta = to as unknown as { [i: number]: number | bigint };
+      for (let e = 0; e < run; e++) ta[d + e] = fa[s + e]!;
+    }
+    for (let q = k - 1; q >= 0; q--) {
+      if (++idx[q]! < outer[q]!) break;
+      idx[q] = 0;
     }
   }
 }
@@ -488,8 +534,9 @@ function padValue(v: EvalValue, shape: Shape, options: RunPaddedOptions): EvalVa
     return shape.elements.map((e, i) => padValue((v as EvalValue[])[i]!, e, options));
   }
   const lit = v as Literal;
-  const fill = options.fill?.[lit.type] ?? (lit.type === "s64" ? 0n : 0);
-  return padLiteral(lit, shape.dims, fill);
+  const given = options.fill?.[lit.type];
+  const fill = given ?? (lit.type === "s64" ? 0n : 0);
+  return padLiteral(lit, shape.dims, fill, given !== undefined);
 }
 
 function leafAt(v: EvalValue, path: readonly number[]): Literal {
