@@ -24,7 +24,8 @@
 import { ModuleBuilder } from "../ir/builder.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
 import type { Instruction, Module } from "../ir/module.ts";
-import type { PipelineOptions } from "../passes/index.ts";
+import { arrayShape } from "../ir/shape.ts";
+import { type PipelineOptions, runPadded } from "../passes/index.ts";
 import {
   compileKeyOptions,
   compileModule,
@@ -55,13 +56,14 @@ import {
   tensorFromLiteral,
   withMode,
 } from "./dispatch.ts";
-import type { DType, Scalar } from "./dtype.ts";
+import { type DType, type Scalar, toElementType } from "./dtype.ts";
 import {
   collectIndexChecks,
   type IndexCheck,
   raiseIndexErrors,
   RESULTS_PER_CHECK,
 } from "./index_checks.ts";
+import { clearBucketFamilies, serveFromBucket } from "./lazy_buckets.ts";
 import { dimsOf, dtypeOf } from "./lower.ts";
 import { moduleCalls, onTopLevelReturn } from "./module_calls.ts";
 import { ConcreteImpl, registerRealizer, Tensor, type TensorImpl } from "./tensor.ts";
@@ -126,6 +128,8 @@ interface LazyNode {
   inputs: readonly LazyInput[];
   readonly attrs: Attrs;
   readonly key: string;
+  /** The key's number (Signature.id): what graph keys are made of. */
+  readonly keyId: number;
   readonly outputs: readonly NodeType[];
   readonly tuple: boolean;
   readonly scope: LazyScope;
@@ -182,6 +186,7 @@ class LazyScope {
 }
 
 let nextNodeId = 0;
+let nextSignatureId = 0;
 
 // ---- Statistics -----------------------------------------------------------------------------
 
@@ -258,8 +263,11 @@ export interface LazyGraphInfo {
   /** The module as the backend compiled it (after the optimization pipeline). */
   readonly module: Module;
   readonly backend: string;
-  /** Where the executable came from: the graph memo, the program cache, or compiled now. */
-  readonly hit: "graph" | "memory" | "disk" | "miss";
+  /**
+   * Where the executable came from: the graph memo, a bucket's program compiled for an earlier
+   * size (tensor/lazy_buckets.ts), the program cache, or compiled now.
+   */
+  readonly hit: "graph" | "bucket" | "memory" | "disk" | "miss";
   /** Op nodes computed, results returned, and parameters (concrete tensors and scalars). */
   readonly ops: number;
   readonly outputs: number;
@@ -277,10 +285,17 @@ export function lastLazyGraph(): LazyGraphInfo | undefined {
 interface Signature {
   readonly outputs: readonly NodeType[];
   readonly tuple: boolean;
+  /** A number for the lowering key (never reused), so graph keys are short. */
+  readonly id: number;
+  /** When the entry was last moved to the back of the map (LRU, amortized). */
+  used: number;
+  /** The op's size-free key's number (LazyNode.shapeFree). */
+  readonly shapeFree: number;
 }
 
 const SIGNATURE_CAPACITY = 4096;
 const signatures = new Map<string, Signature>();
+let signatureClock = 0;
 
 /**
  * The result types of `op` on these operands, found by lowering it on parameters (exactly the
@@ -293,7 +308,17 @@ function signatureOf(
   key: string,
 ): Signature {
   const known = signatures.get(key);
-  if (known) return known;
+  signatureClock++;
+  if (known) {
+    // Least recently used goes first, with a move only when the entry has aged a while: a
+    // growing sequence adds keys every step, and must not evict the ones every step uses.
+    if (signatureClock - known.used > SIGNATURE_CAPACITY / 4) {
+      known.used = signatureClock;
+      signatures.delete(key);
+      signatures.set(key, known);
+    }
+    return known;
+  }
   let result: Instruction | Instruction[] | undefined;
   const mb = new ModuleBuilder(op.name);
   mb.entry("main", (b) => {
@@ -305,6 +330,9 @@ function signatureOf(
   const sig: Signature = {
     outputs: list.map((x) => ({ dtype: dtypeOf(x), shape: Object.freeze([...dimsOf(x)]) })),
     tuple: Array.isArray(result),
+    id: nextSignatureId++,
+    used: signatureClock,
+    shapeFree: shapeFreeId(shapeFreeKey(op, operands)),
   };
   signatures.set(key, sig);
   if (signatures.size > SIGNATURE_CAPACITY) {
@@ -358,11 +386,12 @@ class LazyMode implements DispatchMode {
       inputs,
       attrs,
       key,
+      keyId: sig.id,
       outputs: sig.outputs,
       tuple: sig.tuple,
       scope: this.scope,
       depth: depth + 1,
-      shapeFree: shapeFreeId(shapeFreeKey(op, operands)),
+      shapeFree: sig.shapeFree,
       call: moduleCalls.depth === 0 ? -1 : moduleCalls.top,
       escaped: false,
       values: undefined,
@@ -397,7 +426,7 @@ function shapeFreeKey(op: Lowering, operands: readonly Operand[]): string {
  */
 let region: LazyNode[] = [];
 /** Where in the region each window of REPEAT_SPAN size-free keys first starts. */
-let windows = new Map<string, number>();
+let windows = new Map<number, number>();
 const shapeFreeIds = new Map<string, number>();
 
 function shapeFreeId(key: string): number {
@@ -406,10 +435,18 @@ function shapeFreeId(key: string): number {
   return id;
 }
 
-function windowKey(at: number): string {
-  let key = "";
-  for (let i = at; i < at + REPEAT_SPAN; i++) key += `${region[i]!.shapeFree},`;
-  return key;
+/** A hash of the window's size-free keys (a match is checked key by key: windowsMatch). */
+function windowKey(at: number): number {
+  let h = 0x811c9dc5;
+  for (let i = at; i < at + REPEAT_SPAN; i++) h = Math.imul(h ^ region[i]!.shapeFree, 0x01000193);
+  return h >>> 0;
+}
+
+function windowsMatch(a: number, b: number): boolean {
+  for (let i = 0; i < REPEAT_SPAN; i++) {
+    if (region[a + i]!.shapeFree !== region[b + i]!.shapeFree) return false;
+  }
+  return true;
 }
 
 /** Whether the region began at a repeat cut (so at the start of a loop's iteration). */
@@ -443,6 +480,7 @@ function cutAtRepeat(): void {
     windows.set(key, start);
     return;
   }
+  if (!windowsMatch(first, start)) return; // a hash collision, not a repeat
   if (start < MIN_REPEAT_OPS) return;
   // A region that a repeat cut began starts an iteration: it is cut only where its own
   // opening recurs, so every region of the loop begins at the same op.
@@ -513,9 +551,13 @@ function cutRegion(
   }
   const reason = typeof why === "string" ? why : () => why();
   const options = head[0]!.scope.options;
+  const describe = () => `cut: ${plural(head.length, "op")}: ${text(reason)}`;
+  // A program the graph memo has, or a bucket's (when the computation recurs with its sizes on
+  // a line, tensor/lazy_buckets.ts); else compiled for these sizes, or split as below.
+  if (runCut(roots, options, describe, true)) return;
   const varying = sizeVarying(head);
   if (varying.size === 0) {
-    runCut(roots, options, () => `cut: ${plural(head.length, "op")}: ${text(reason)}`);
+    runCut(roots, options, describe);
     return;
   }
   // Split where sizes vary from the last time this computation was cut: the ops between run
@@ -557,9 +599,15 @@ function text(why: string | (() => string)): string {
 
 /**
  * Realizes `roots` (what a cut must return) plus the results learned for this computation,
- * as one program, and marks what it computed without returning.
+ * as one program, and marks what it computed without returning. With `servedOnly`, only from
+ * a program the graph memo or a bucket has (false, and nothing run, otherwise).
  */
-function runCut(roots: LazyNode[], options: LazyOptions, describe: () => string): void {
+function runCut(
+  roots: LazyNode[],
+  options: LazyOptions,
+  describe: () => string,
+  servedOnly = false,
+): boolean {
   const byId = (a: LazyNode, b: LazyNode) => a.id - b.id;
   let p = plan([...new Set(roots)].sort(byId));
   // Whatever a cut of this computation returned before (at any sizes), this one returns too:
@@ -567,21 +615,28 @@ function runCut(roots: LazyNode[], options: LazyOptions, describe: () => string)
   // did, so it is the same program; and what a later op needed from it is returned at once.
   let learned = learnedResults.get(p.shape);
   if (learned) {
+    const have = new Set(roots);
     let more = false;
     for (const step of learned) {
       const node = p.steps[step];
-      if (node !== undefined && !roots.includes(node)) {
+      if (node !== undefined && !have.has(node)) {
         roots.push(node);
+        have.add(node);
         more = true;
       }
     }
-    if (more) p = plan([...new Set(roots)].sort(byId));
+    if (more) p = plan([...have].sort(byId));
   } else {
     learnedResults.set(p.shape, (learned = new Set()));
   }
+  let compiled: Compiled | undefined;
+  if (servedOnly) {
+    compiled = compilePlan(p, options, false);
+    if (compiled === undefined) return false;
+  }
   for (const r of p.results) learned.add(r.step);
   log("lazy", () => `${describe()} (${plural(p.results.length, "result")})`);
-  realizePlan(p, options);
+  realizePlan(p, options, compiled);
   const cut = nextCutId++;
   for (const [step, node] of p.steps.entries()) {
     if (node.values === undefined) node.dropped = { body: p.shape, step, cut };
@@ -590,6 +645,7 @@ function runCut(roots: LazyNode[], options: LazyOptions, describe: () => string)
     const oldest = learnedResults.keys().next().value;
     if (oldest !== undefined) learnedResults.delete(oldest);
   }
+  return true;
 }
 
 /** Runs one node as eager mode would (its inputs are computed). */
@@ -766,7 +822,7 @@ function plan(roots: readonly LazyNode[]): Plan {
     }
     refs.push(r);
     const wiring = r.map(refText).join(",");
-    key += `${node.key}(${wiring})\n`;
+    key += `${node.keyId}(${wiring})`;
     shape += `${node.shapeFree}(${wiring})`;
   }
   const results: { step: number; index: number }[] = [];
@@ -783,19 +839,31 @@ function refText(r: Ref): string {
   return "param" in r ? `p${r.param}` : `s${r.step}.${r.index}`;
 }
 
-function buildModule(p: Plan, checkIndices: boolean): Built {
+/**
+ * The plan's module; with `dims` and `attrs`, at other sizes: each tensor parameter's dims and
+ * each step's attributes (a bucket's top and bottom, tensor/lazy_buckets.ts).
+ */
+function buildModule(
+  p: Plan,
+  checkIndices: boolean,
+  dims?: readonly (readonly number[] | undefined)[],
+  attrs?: readonly Attrs[],
+): Built {
   const mb = new ModuleBuilder("lazy");
   const checks = checkIndices ? collectIndexChecks(mb) : undefined;
   mb.entry("main", (b) => {
-    const params = p.params.map((v) =>
-      operandParameter(b, v instanceof ConcreteImpl ? new Tensor(v) : v),
-    );
+    const params = p.params.map((v, i) => {
+      if (!(v instanceof ConcreteImpl)) return operandParameter(b, v);
+      const d = dims?.[i];
+      if (d === undefined) return operandParameter(b, new Tensor(v));
+      return b.parameter(arrayShape(toElementType(v.dtype), d));
+    });
     const values: Instruction[][] = [];
     for (const [s, node] of p.steps.entries()) {
       const inputs = p.refs[s]!.map((r) =>
         "param" in r ? params[r.param]! : values[r.step]![r.index]!,
       );
-      const out = lowerOp(b, node.op, inputs, node.attrs);
+      const out = lowerOp(b, node.op, inputs, attrs?.[s] ?? node.attrs);
       values.push(Array.isArray(out) ? out : [out]);
     }
     const results = p.results.map((r) => values[r.step]![r.index]!);
@@ -815,55 +883,108 @@ interface Compiled {
   readonly exe: Executable;
   readonly hit: LazyGraphInfo["hit"];
   readonly checks: readonly IndexCheck[];
+  /** A bucket's program: the dynamic module runPadded pads the inputs for. */
+  readonly padded?: Module;
 }
 
 const MEMO_CAPACITY = 1024;
-const memo = new Map<string, { exe: Executable; checks: readonly IndexCheck[] }>();
+interface MemoEntry {
+  readonly exe: Executable;
+  readonly checks: readonly IndexCheck[];
+  readonly padded?: Module;
+}
 
-function compilePlan(p: Plan, options: LazyOptions): Compiled {
+const memo = new Map<string, MemoEntry>();
+
+/** The memo key's prefix per options object: backend, pipeline options, index checks. */
+const optionPrefixes = new WeakMap<LazyOptions, { backend: string; prefix: string }>();
+
+function optionPrefix(options: LazyOptions): { backend: string; prefix: string } {
   const backend = getBackend(options.backend ?? eagerBackendName()).name;
+  const known = optionPrefixes.get(options);
+  if (known && known.backend === backend) return known;
+  const compileOpts = { pipeline: options.pipeline, optimize: true };
+  const checkIndices = options.checkIndices !== false;
+  const r = {
+    backend,
+    prefix: `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|` +
+      `${checkIndices ? "" : "unchecked|"}`,
+  };
+  optionPrefixes.set(options, r);
+  return r;
+}
+
+/**
+ * The executable for a plan: the graph memo's, a bucket's program (when the computation recurs
+ * with sizes on a line, tensor/lazy_buckets.ts), or compiled now; with `exact` false, undefined
+ * instead of compiling the plan's own sizes.
+ */
+function compilePlan(p: Plan, options: LazyOptions, exact?: true): Compiled;
+function compilePlan(p: Plan, options: LazyOptions, exact: boolean): Compiled | undefined;
+function compilePlan(p: Plan, options: LazyOptions, exact = true): Compiled | undefined {
+  const { backend, prefix } = optionPrefix(options);
   const useMemo = options.cache !== false;
   const compileOpts = { pipeline: options.pipeline, optimize: true };
   const checkIndices = options.checkIndices !== false;
-  const origin = { kind: "lazy", source: describePlan(p) } as const;
-  const memoKey = `${backend}|${JSON.stringify(compileKeyOptions(compileOpts))}|` +
-    `${checkIndices ? "" : "unchecked|"}${p.key}`;
+  const memoKey = prefix + p.key;
   if (useMemo) {
     const known = memo.get(memoKey);
     if (known) {
       memo.delete(memoKey);
       memo.set(memoKey, known);
-      noteExecutableHit(known.exe, "memory");
+      noteExecutableHit(known.exe, known.padded ? "shapeDynamic" : "memory");
       return { ...known, hit: "graph" };
     }
   }
-  const { module, checks } = buildModule(p, checkIndices);
+  const origin = { kind: "lazy", source: describePlan(p) } as const;
   const cache = options.cache;
-  let r: CompileResult;
-  try {
-    r = compileModule(module, {
-      ...compileOpts,
-      origin,
-      backend,
-      ...(cache !== undefined && { cache }),
-    });
-  } catch (e) {
-    if (!(e instanceof UnsupportedError) || backend === interpreterBackend.name) throw e;
-    log("lazy", () => `graph falls back to the interpreter: ${e.message}`);
-    r = compileModule(module, {
-      ...compileOpts,
-      origin,
-      backend: interpreterBackend.name,
-      ...(cache !== undefined && { cache }),
-    });
-  }
-  if (useMemo) {
-    memo.set(memoKey, { exe: r.executable, checks });
+  const compile = (module: Module): CompileResult => {
+    try {
+      return compileModule(module, {
+        ...compileOpts,
+        origin,
+        backend,
+        ...(cache !== undefined && { cache }),
+      });
+    } catch (e) {
+      if (!(e instanceof UnsupportedError) || backend === interpreterBackend.name) throw e;
+      log("lazy", () => `graph falls back to the interpreter: ${e.message}`);
+      return compileModule(module, {
+        ...compileOpts,
+        origin,
+        backend: interpreterBackend.name,
+        ...(cache !== undefined && { cache }),
+      });
+    }
+  };
+  const remember = (entry: MemoEntry) => {
+    if (!useMemo) return;
+    memo.set(memoKey, entry);
     if (memo.size > MEMO_CAPACITY) {
       const oldest = memo.keys().next().value;
       if (oldest !== undefined) memo.delete(oldest);
     }
+  };
+  if (useMemo) {
+    const served = serveFromBucket({
+      shape: `${prefix}${p.shape}-> ${p.results.map(refText).join(",")}`,
+      paramDims: p.params.map((v) => (v instanceof ConcreteImpl ? v.shape : undefined)),
+      steps: p.steps,
+      build: (dims, attrs) => buildModule(p, checkIndices, dims, attrs),
+      compile,
+    });
+    if (served !== undefined) {
+      const { exe, module, checks } = served.program;
+      if (served.hit === "bucket") noteExecutableHit(exe, "shapeDynamic");
+      const entry = { exe, checks, padded: module };
+      remember(entry);
+      return { ...entry, hit: served.hit === "bucket" ? "bucket" : served.cacheHit ?? "miss" };
+    }
   }
+  if (!exact) return undefined;
+  const { module, checks } = buildModule(p, checkIndices);
+  const r = compile(module);
+  remember({ exe: r.executable, checks });
   return { exe: r.executable, hit: r.hit, checks };
 }
 
@@ -905,16 +1026,18 @@ function realizeRoots(roots: readonly LazyNode[], options: LazyOptions): void {
   realizePlan(plan(roots), options);
 }
 
-function realizePlan(p: Plan, options: LazyOptions): void {
+function realizePlan(p: Plan, options: LazyOptions, pre?: Compiled): void {
   const t0 = performance.now();
   let compiled: Compiled;
   let out: EvalValue;
   try {
-    compiled = compilePlan(p, options);
+    compiled = pre ?? compilePlan(p, options);
     const literals = p.params.map((v) =>
       operandLiteral(v instanceof ConcreteImpl ? new Tensor(v) : v),
     );
-    out = compiled.exe.run(literals);
+    out = compiled.padded
+      ? runPadded(compiled.exe, compiled.padded, literals)
+      : compiled.exe.run(literals);
   } catch (e) {
     const detail = e instanceof Error ? baseMessage(e) : String(e);
     // At the user's line that observed the value (the ops themselves were checked when called).
@@ -1122,6 +1245,7 @@ export function realizeAll(tensors: Iterable<Tensor>): void {
 /** Forgets the remembered graph structures (the program cache keeps its entries). */
 export function clearLazyGraphs(): void {
   memo.clear();
+  clearBucketFamilies();
   learnedResults.clear();
   cutShapes.clear();
 }

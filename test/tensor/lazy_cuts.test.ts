@@ -154,48 +154,59 @@ describe("markStep and maxOps", () => {
   });
 });
 
+/** How many of compile()'s pow2 buckets (docs/dynamic-shapes.md) the sizes lo..hi fall in. */
+function bucketsOf(lo: number, hi: number): number {
+  const tops = new Set<number>();
+  for (let n = lo; n <= hi; n++) tops.add(n <= 1 ? n : 2 ** Math.ceil(Math.log2(n)));
+  return tops.size;
+}
+
 describe("GPT-2 generation under lazy()", () => {
   manualSeed(0);
-  const model = new GPT2(tinyConfig);
+  // 64 positions, so 40 new tokens fit after the prompt.
+  const model = new GPT2({ ...tinyConfig, nPositions: 64 });
   model.eval();
-  const prompt = randint(0, tinyConfig.vocabSize, [1, 5], { generator: new Generator(4) });
+  const P = 5;
+  const prompt = randint(0, tinyConfig.vocabSize, [1, P], { generator: new Generator(4) });
 
-  it("static cache: eager's tokens, and compiles that do not grow with the tokens", () => {
-    const opts = { staticCache: true, cacheLength: 31 };
-    const compiles = (n: number) => {
-      setDefaultProgramCache(new ProgramCache({ disk: false }));
-      clearLazyGraphs();
-      resetLazyStats();
-      const got = lazy(() => model.generate(prompt, { ...opts, maxNewTokens: n }));
-      expect(got.toArray()).toEqual(model.generate(prompt, { ...opts, maxNewTokens: n }).toArray());
-      const s = lazyStats();
-      // One program per step: cut where the next step's ops begin (never inside the model's
-      // call, at its repeated blocks); the last step ends at the observation.
-      expect(s.repeatCuts).toBeGreaterThanOrEqual(n - 1);
-      expect(s.graphs).toBeLessThanOrEqual(n + 2);
-      expect(s.depthCuts).toBe(0);
-      return s.compiled;
-    };
-    // After the first tokens (the prompt, the first steps while cuts learn what to return),
-    // every step runs programs already compiled: 16 more tokens compile nothing more.
-    const few = compiles(10);
-    expect(compiles(26)).toBe(few);
+  /** Generates n tokens lazily from empty caches: eager's tokens; the statistics. */
+  const generate = (n: number, opts: Record<string, unknown>) => {
+    setDefaultProgramCache(new ProgramCache({ disk: false }));
+    clearLazyGraphs();
+    resetLazyStats();
+    const got = lazy(() => model.generate(prompt, { ...opts, maxNewTokens: n }));
+    expect(got.toArray()).toEqual(model.generate(prompt, { ...opts, maxNewTokens: n }).toArray());
+    const s = lazyStats();
+    // One program per step: cut where the next step's ops begin (never inside the model's
+    // call, at its repeated blocks); the last step ends at the observation.
+    expect(s.graphs).toBe(n);
+    expect(s.repeatCuts).toBe(n - 1);
+    expect(s.depthCuts).toBe(0);
+    return s;
+  };
+
+  for (const n of [24, 40]) {
+    it(`growing cache, ${n} tokens: one program per bucket of the cache's length`, () => {
+      const s = generate(n, {});
+      // The steps see caches of P .. P + n - 2 positions. The prompt and the first step
+      // compile at their sizes; from the second step on, the step's sizes are on a line in the
+      // cache's length and each bucket of it compiles one padded program.
+      expect(s.compiled).toBeLessThanOrEqual(bucketsOf(P, P + n - 2) + 2);
+      expect(s.eagerOps).toBe(0);
+    });
+  }
+
+  it("static cache: only the ids grow, one program per bucket of their length", () => {
+    const s = generate(26, { staticCache: true, cacheLength: 31 });
+    expect(s.compiled).toBeLessThanOrEqual(bucketsOf(P, P + 26 - 2) + 2);
+    expect(s.eagerOps).toBe(0);
   });
 
-  it("growing cache: eager's tokens, and compiles that do not grow with the tokens", () => {
-    const compiles = (n: number) => {
-      setDefaultProgramCache(new ProgramCache({ disk: false }));
-      clearLazyGraphs();
-      resetLazyStats();
-      const got = lazy(() => model.generate(prompt, { maxNewTokens: n }));
-      expect(got.toArray()).toEqual(model.generate(prompt, { maxNewTokens: n }).toArray());
-      const s = lazyStats();
-      expect(s.depthCuts).toBe(0);
-      // The KV cache grows by one position per step: those ops run eagerly between programs.
-      expect(s.eagerOps).toBeGreaterThan(0);
-      return s.compiled;
-    };
-    const few = compiles(10);
-    expect(compiles(22)).toBe(few);
+  it("a second generation compiles nothing", () => {
+    generate(24, {});
+    resetLazyStats();
+    const again = lazy(() => model.generate(prompt, { maxNewTokens: 24 }));
+    expect(again.toArray()).toEqual(model.generate(prompt, { maxNewTokens: 24 }).toArray());
+    expect(lazyStats()).toMatchObject({ compiled: 0, graphs: 24 });
   });
 });
