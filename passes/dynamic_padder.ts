@@ -435,6 +435,40 @@ export interface RunPaddedOptions {
  */
 const paddedOf = new WeakMap<LiteralData, Literal>();
 
+/**
+ * Padded input buffers, by element type and length, handed back after the run that used them:
+ * the padding's contents never change a result, so a buffer is reused as it was left (only the
+ * real block is written). What a call pads is taken from here and returned after the run, so
+ * a loop over one bucket allocates nothing for its inputs after the first call.
+ */
+const spare = new Map<string, LiteralData[]>();
+const SPARE_PER_SIZE = 8;
+/** The buffers the current call took from `spare` or allocated (returned after its run). */
+let taken: { key: string; data: LiteralData }[] | undefined;
+
+function paddedBuffer(type: Literal["type"], n: number): LiteralData {
+  const key = `${type}:${n}`;
+  const data = spare.get(key)?.pop() ?? allocate(type, n);
+  taken?.push({ key, data });
+  return data;
+}
+
+function giveBack(list: readonly { key: string; data: LiteralData }[], out: EvalValue): void {
+  // By memory, not array object: a result that views an input's buffer keeps it.
+  const used = new Set<ArrayBufferLike>();
+  const leaves = (v: EvalValue) => {
+    if (Array.isArray(v)) v.forEach(leaves);
+    else used.add(v.data.buffer);
+  };
+  leaves(out);
+  for (const { key, data } of list) {
+    if (used.has(data.buffer)) continue; // a result holds the input's memory: the caller's now
+    let pool = spare.get(key);
+    if (!pool) spare.set(key, (pool = []));
+    if (pool.length < SPARE_PER_SIZE) pool.push(data);
+  }
+}
+
 function padLiteral(
   lit: Literal,
   bounds: readonly number[],
@@ -449,10 +483,15 @@ function padLiteral(
     }
   }
   const n = bounds.reduce((a, b) => a * b, 1);
-  const data = allocate(lit.type, n);
-  const stored = toStored(lit.type, fill);
-  // allocate() zeroes: only another fill needs a pass.
-  if (stored !== 0 && stored !== 0n) (data as { fill(v: number | bigint): unknown }).fill(stored);
+  let data: LiteralData;
+  if (explicitFill) {
+    data = allocate(lit.type, n);
+    const stored = toStored(lit.type, fill);
+    // allocate() zeroes: only another fill needs a pass.
+    if (stored !== 0 && stored !== 0n) (data as { fill(v: number | bigint): unknown }).fill(stored);
+  } else {
+    data = paddedBuffer(lit.type, n);
+  }
   copyBlock(lit.dims, lit.dims, bounds, lit.data, data);
   return new Literal(lit.type, bounds, data);
 }
@@ -545,18 +584,23 @@ function leafAt(v: EvalValue, path: readonly number[]): Literal {
   return cur as Literal;
 }
 
+/**
+ * `v` sliced to its real sizes: `sizes` holds them in dynamicDims order (leaves depth first,
+ * each leaf's dynamic dims in order), consumed from `at.k`.
+ */
 function sliceValue(
   v: EvalValue,
   shape: Shape,
-  sizes: ReadonlyMap<string, number>,
-  path: readonly number[],
+  sizes: readonly number[],
+  at: { k: number },
 ): EvalValue {
   if (shape.kind === "tuple") {
     if (!Array.isArray(v)) throw new Error(`runPadded: expected a tuple result`);
-    return shape.elements.map((e, i) => sliceValue(v[i]!, e, sizes, [...path, i]));
+    return shape.elements.map((e, i) => sliceValue(v[i]!, e, sizes, at));
   }
   if (Array.isArray(v)) throw new Error(`runPadded: expected an array result, got a tuple`);
-  const dims = shape.dims.map((bound, d) => sizes.get(`${path.join(".")}|${d}`) ?? bound);
+  if (!shape.dynamic.some((d) => d)) return v;
+  const dims = shape.dims.map((bound, d) => (shape.dynamic[d] ? sizes[at.k++]! : bound));
   return sliceLiteral(v, dims);
 }
 
@@ -599,26 +643,33 @@ export function runPadded(
       );
     }
   });
-  const padded = args.map((a, i) => padValue(a, sig.params[i]!, options));
+  const mine: { key: string; data: LiteralData }[] = [];
+  taken = mine;
+  let padded: EvalValue[];
+  try {
+    padded = args.map((a, i) => padValue(a, sig.params[i]!, options));
+  } finally {
+    taken = undefined;
+  }
   const sizes = sig.sizeParams.map((sp) => {
     const n = leafAt(args[sp.param]!, sp.path).dims[sp.dim]!;
     return new Literal("s32", [], Int32Array.of(n));
   });
   const out = exe.run([...padded, ...sizes]);
+  giveBack(mine, out);
   if (!Array.isArray(out) || out.length !== 1 + sig.resultSizes.length) {
     throw new Error(
       `runPadded: expected (result, ${sig.resultSizes.length} size(s)) from the padded ` +
         `program, got ${valueShapeString(out)}`,
     );
   }
-  const real = new Map<string, number>();
-  sig.resultSizes.forEach((d, k) => {
+  const real = sig.resultSizes.map((d, k) => {
     const lit = out[k + 1] as Literal;
     const n = Number(lit.data[0]);
     if (!(n >= 0 && n <= d.bound)) {
       throw new Error(`runPadded: result size ${n} of dim ${d.dim} is outside [0, ${d.bound}]`);
     }
-    real.set(`${d.path.join(".")}|${d.dim}`, n);
+    return n;
   });
-  return sliceValue(out[0]!, sig.result, real, []);
+  return sliceValue(out[0]!, sig.result, real, { k: 0 });
 }

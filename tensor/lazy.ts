@@ -23,6 +23,7 @@
 
 import { ModuleBuilder } from "../ir/builder.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
+import { Literal, type LiteralData } from "../ir/literal.ts";
 import type { Instruction, Module } from "../ir/module.ts";
 import { arrayShape } from "../ir/shape.ts";
 import { type PipelineOptions, runPadded } from "../passes/index.ts";
@@ -56,7 +57,7 @@ import {
   tensorFromLiteral,
   withMode,
 } from "./dispatch.ts";
-import { type DType, type Scalar, toElementType } from "./dtype.ts";
+import { type DType, type Scalar, type Storage, toElementType } from "./dtype.ts";
 import {
   collectIndexChecks,
   type IndexCheck,
@@ -144,12 +145,19 @@ interface LazyNode {
   readonly call: number;
   /** Returned by a top-level module call: live, so a cut that computes it returns it. */
   escaped: boolean;
+  /** The last plan that made this node a step (planOf's stamp) and its step there. */
+  stamp: number;
+  step: number;
   values: ConcreteImpl[] | undefined;
   /**
    * Set when a cut computed this node inside a program without returning it: that program's
    * body key and the node's step in it, so a later use can teach the cut to return it.
    */
-  dropped?: { readonly body: string; readonly step: number; readonly cut: number };
+  dropped?: { readonly body: string; readonly cut: number };
+  /** With `dropped`: the node's step in that program. */
+  droppedStep: number;
+  /** The realizeStamp of the last program that computed it (returned or not). */
+  realized: number;
 }
 
 /** A lazy tensor's value: output `index` of a pending node (then its computed value). */
@@ -371,13 +379,17 @@ class LazyMode implements DispatchMode {
     let depth = 0;
     for (const o of operands) {
       let x = inputOf(o);
-      if (isPendingImpl(x) && x.node.depth >= maxDepth) {
+      if (x instanceof LazyImpl) {
+        // inputOf hands out a computed lazy value as its concrete impl: this one is pending.
         const d = x.node.depth;
-        counters.depthCuts++;
-        log("lazy", () => `cut: a pending chain of depth ${d} feeds ${op.name}`);
-        x = realizeImpl(x);
+        if (d >= maxDepth) {
+          counters.depthCuts++;
+          log("lazy", () => `cut: a pending chain of depth ${d} feeds ${op.name}`);
+          x = realizeImpl(x);
+        } else if (d > depth) {
+          depth = d;
+        }
       }
-      if (isPendingImpl(x)) depth = Math.max(depth, x.node.depth);
       inputs.push(x);
     }
     const node: LazyNode = {
@@ -394,10 +406,13 @@ class LazyMode implements DispatchMode {
       shapeFree: sig.shapeFree,
       call: moduleCalls.depth === 0 ? -1 : moduleCalls.top,
       escaped: false,
+      stamp: 0,
+      step: 0,
+      droppedStep: 0,
+      realized: 0,
       values: undefined,
     };
     counters.opsRecorded++;
-    const out = sig.outputs.map((_, i) => new Tensor(new LazyImpl(node, i)));
     region.push(node);
     const options = this.scope.options;
     if (options.cutRepeats !== false) cutAtRepeat();
@@ -406,7 +421,8 @@ class LazyMode implements DispatchMode {
       counters.sizeCuts++;
       cutRegion(region.length, `the region reached maxOps (${maxOps})`);
     }
-    return sig.tuple ? out : out[0]!;
+    if (!sig.tuple) return new Tensor(new LazyImpl(node, 0));
+    return sig.outputs.map((_, i) => new Tensor(new LazyImpl(node, i)));
   }
 }
 
@@ -523,22 +539,30 @@ function cutRegion(
   const head = region.slice(0, k).filter((x) => x.values === undefined);
   const tail = region.slice(k);
   setRegion(tail, repeat);
+  const inHead = new Set(head);
   // The ops kept counted the cut ones in their depth; they start the next chain.
   for (const x of tail) {
     let d = 0;
     for (const i of x.inputs) {
-      if (isPendingImpl(i) && !head.includes(i.node)) d = Math.max(d, i.node.depth);
+      if (isPendingImpl(i) && !inHead.has(i.node)) d = Math.max(d, i.node.depth);
     }
     x.depth = d + 1;
   }
   if (head.length === 0) return;
-  const inHead = new Set(head);
   const usedInHead = new Set<LazyNode>();
   const usedLater = new Set<LazyNode>();
-  for (const [list, used] of [[head, usedInHead], [tail, usedLater]] as const) {
-    for (const x of list) {
-      for (const i of x.inputs) if (isPendingImpl(i) && inHead.has(i.node)) used.add(i.node);
+  // Whether the head needs no pending node before it: then its ops are the program's steps
+  // as they are, without a walk from the results (runCut).
+  let closed = true;
+  for (const x of head) {
+    for (const i of x.inputs) {
+      if (!isPendingImpl(i)) continue;
+      if (inHead.has(i.node)) usedInHead.add(i.node);
+      else closed = false;
     }
+  }
+  for (const x of tail) {
+    for (const i of x.inputs) if (isPendingImpl(i) && inHead.has(i.node)) usedLater.add(i.node);
   }
   // Returned: what nothing in the region uses (a loop's carried state), what the ops after the
   // cut use, what a top-level module call returned (a model's outputs and caches) and `extra`.
@@ -554,10 +578,11 @@ function cutRegion(
   const describe = () => `cut: ${plural(head.length, "op")}: ${text(reason)}`;
   // A program the graph memo has, or a bucket's (when the computation recurs with its sizes on
   // a line, tensor/lazy_buckets.ts); else compiled for these sizes, or split as below.
-  if (runCut(roots, options, describe, true)) return;
+  const steps = closed ? head : undefined;
+  if (runCut(roots, options, describe, true, steps)) return;
   const varying = sizeVarying(head);
   if (varying.size === 0) {
-    runCut(roots, options, describe);
+    runCut(roots, options, describe, false, steps);
     return;
   }
   // Split where sizes vary from the last time this computation was cut: the ops between run
@@ -607,9 +632,10 @@ function runCut(
   options: LazyOptions,
   describe: () => string,
   servedOnly = false,
+  steps?: readonly LazyNode[],
 ): boolean {
   const byId = (a: LazyNode, b: LazyNode) => a.id - b.id;
-  let p = plan([...new Set(roots)].sort(byId));
+  let p = plan([...new Set(roots)].sort(byId), steps);
   // Whatever a cut of this computation returned before (at any sizes), this one returns too:
   // the iteration that ends a loop (observed, with nothing after it) returns what the others
   // did, so it is the same program; and what a later op needed from it is returned at once.
@@ -625,7 +651,7 @@ function runCut(
         more = true;
       }
     }
-    if (more) p = plan([...have].sort(byId));
+    if (more) p = withResults(p, [...have].sort(byId));
   } else {
     learnedResults.set(p.shape, (learned = new Set()));
   }
@@ -637,9 +663,12 @@ function runCut(
   for (const r of p.results) learned.add(r.step);
   log("lazy", () => `${describe()} (${plural(p.results.length, "result")})`);
   realizePlan(p, options, compiled);
-  const cut = nextCutId++;
+  const mark = { body: p.shape, cut: nextCutId++ };
   for (const [step, node] of p.steps.entries()) {
-    if (node.values === undefined) node.dropped = { body: p.shape, step, cut };
+    if (node.values === undefined) {
+      node.dropped = mark;
+      node.droppedStep = step;
+    }
   }
   if (learnedResults.size > MEMO_CAPACITY) {
     const oldest = learnedResults.keys().next().value;
@@ -699,11 +728,12 @@ function sizeVarying(head: readonly LazyNode[]): Set<LazyNode> {
 /** Notes that `user` needs `x`, which an earlier cut computed without returning it. */
 function learnDropped(x: LazyNode, user: LazyNode): void {
   const d = x.dropped!;
+  const step = x.droppedStep;
   let steps = learnedResults.get(d.body);
   if (!steps) learnedResults.set(d.body, (steps = new Set()));
-  if (steps.has(d.step)) return;
-  steps.add(d.step);
-  log("lazy", () => `a cut computed ${x.op.name} (step ${d.step} of its program) without ` +
+  if (steps.has(step)) return;
+  steps.add(step);
+  log("lazy", () => `a cut computed ${x.op.name} (step ${step} of its program) without ` +
     `returning it, and ${user.op.name} needs it: computed now by a program of its own; later ` +
     "cuts of that program return it");
 }
@@ -765,7 +795,17 @@ function rootsFor(requested: readonly LazyImpl[]): LazyNode[] {
   return [...roots].sort((a, b) => a.id - b.id);
 }
 
-function plan(roots: readonly LazyNode[]): Plan {
+/**
+ * The plan computing `roots` (sorted by id): their pending inputs, found by a walk, or `steps`
+ * when the caller knows them (a cut's head that needs nothing pending before it; every step
+ * is computed, needed by a root or not).
+ */
+function plan(roots: readonly LazyNode[], steps?: readonly LazyNode[]): Plan {
+  return steps !== undefined ? planOf(steps, roots) : planOf(walk(roots), roots);
+}
+
+/** The pending nodes `roots` need, in id order (first computing dropped ones: below). */
+function walk(roots: readonly LazyNode[]): LazyNode[] {
   const seen = new Set<LazyNode>(roots);
   const stack = [...roots];
   // Nodes an earlier cut computed without returning them: computed first, by a program of
@@ -788,21 +828,31 @@ function plan(roots: readonly LazyNode[]): Plan {
   if (dropped.size > 0) {
     const first = [...dropped].sort((a, b) => a.id - b.id);
     realizeRoots(first, first[0]!.scope.options);
-    return plan(roots);
+    return walk(roots);
   }
-  const steps = [...seen].sort((a, b) => a.id - b.id);
-  const stepOf = new Map<LazyNode, number>();
+  return [...seen].sort((a, b) => a.id - b.id);
+}
+
+let planStamp = 0;
+
+function planOf(steps: readonly LazyNode[], roots: readonly LazyNode[]): Plan {
+  // Each step's index, stamped on the node (no map per plan).
+  const stamp = ++planStamp;
   const params: (ConcreteImpl | Scalar)[] = [];
   const paramOf = new Map<ConcreteImpl, number>();
   const refs: Ref[][] = [];
   let key = "";
   let shape = "";
   for (const [s, node] of steps.entries()) {
-    stepOf.set(node, s);
+    node.stamp = stamp;
+    node.step = s;
     const r: Ref[] = [];
+    let wiring = "";
     for (const x of node.inputs) {
       if (isPendingImpl(x)) {
-        r.push({ step: stepOf.get(x.node)!, index: x.index });
+        if (x.node.stamp !== stamp) throw new Error("lazy: internal: a step's input is not a step");
+        r.push({ step: x.node.step, index: x.index });
+        wiring += `s${x.node.step}.${x.index},`;
         continue;
       }
       const v = x instanceof LazyImpl ? x.value! : x;
@@ -814,25 +864,34 @@ function plan(roots: readonly LazyNode[]): Plan {
           paramOf.set(v, k);
         }
         r.push({ param: k });
+        wiring += `p${k},`;
       } else {
         // Scalars are never shared: equal values must not make a different graph.
+        wiring += `p${params.length},`;
         r.push({ param: params.length });
         params.push(v);
       }
     }
     refs.push(r);
-    const wiring = r.map(refText).join(",");
     key += `${node.keyId}(${wiring})`;
     shape += `${node.shapeFree}(${wiring})`;
   }
+  return withResults({ steps, refs, params, results: [], key, body: key, shape }, roots);
+}
+
+/** `p` returning every output of `roots` (which must be steps of it, sorted by id). */
+function withResults(p: Plan, roots: readonly LazyNode[]): Plan {
   const results: { step: number; index: number }[] = [];
+  let text = "";
   for (const root of roots) {
-    const s = stepOf.get(root)!;
-    for (let i = 0; i < root.outputs.length; i++) results.push({ step: s, index: i });
+    const s = p.steps[root.step] === root ? root.step : p.steps.indexOf(root);
+    if (s < 0) throw new Error("lazy: internal: a root is not a step of its plan");
+    for (let i = 0; i < root.outputs.length; i++) {
+      results.push({ step: s, index: i });
+      text += `s${s}.${i},`;
+    }
   }
-  const body = key;
-  key += `-> ${results.map(refText).join(",")}`;
-  return { steps, refs, params, results, key, body, shape };
+  return { ...p, results, key: `${p.body}-> ${text}` };
 }
 
 function refText(r: Ref): string {
@@ -892,7 +951,11 @@ interface MemoEntry {
   readonly exe: Executable;
   readonly checks: readonly IndexCheck[];
   readonly padded?: Module;
+  /** memoClock when last moved to the back of the map (LRU, moved only once aged). */
+  used: number;
 }
+
+let memoClock = 0;
 
 const memo = new Map<string, MemoEntry>();
 
@@ -929,11 +992,15 @@ function compilePlan(p: Plan, options: LazyOptions, exact = true): Compiled | un
   const memoKey = prefix + p.key;
   if (useMemo) {
     const known = memo.get(memoKey);
+    memoClock++;
     if (known) {
-      memo.delete(memoKey);
-      memo.set(memoKey, known);
+      if (memoClock - known.used > MEMO_CAPACITY / 4) {
+        known.used = memoClock;
+        memo.delete(memoKey);
+        memo.set(memoKey, known);
+      }
       noteExecutableHit(known.exe, known.padded ? "shapeDynamic" : "memory");
-      return { ...known, hit: "graph" };
+      return { exe: known.exe, checks: known.checks, padded: known.padded, hit: "graph" };
     }
   }
   const origin = { kind: "lazy", source: describePlan(p) } as const;
@@ -976,15 +1043,15 @@ function compilePlan(p: Plan, options: LazyOptions, exact = true): Compiled | un
     if (served !== undefined) {
       const { exe, module, checks } = served.program;
       if (served.hit === "bucket") noteExecutableHit(exe, "shapeDynamic");
-      const entry = { exe, checks, padded: module };
-      remember(entry);
-      return { ...entry, hit: served.hit === "bucket" ? "bucket" : served.cacheHit ?? "miss" };
+      remember({ exe, checks, padded: module, used: memoClock });
+      const hit = served.hit === "bucket" ? "bucket" : served.cacheHit ?? "miss";
+      return { exe, checks, padded: module, hit };
     }
   }
   if (!exact) return undefined;
   const { module, checks } = buildModule(p, checkIndices);
   const r = compile(module);
-  remember({ exe: r.executable, checks });
+  remember({ exe: r.executable, checks, used: memoClock });
   return { exe: r.executable, hit: r.hit, checks };
 }
 
@@ -1017,6 +1084,9 @@ function cutObserved(requested: readonly LazyImpl[]): void {
   const inRegion = new Set(region);
   const wanted = requested.filter((r) => r.value === undefined && inRegion.has(r.node));
   if (wanted.length === 0) return;
+  // Only the scope's own loop: ops other scopes left pending are not this iteration's.
+  const scope = wanted[0]!.node.scope;
+  if (region.some((x) => x.scope !== scope)) return;
   cutRegion(region.length, () => `a value (${wanted[0]!.node.op.name}) is observed in a region ` +
     "a repeat cut began: the rest of the loop's iteration", false, wanted.map((r) => r.node));
 }
@@ -1032,9 +1102,7 @@ function realizePlan(p: Plan, options: LazyOptions, pre?: Compiled): void {
   let out: EvalValue;
   try {
     compiled = pre ?? compilePlan(p, options);
-    const literals = p.params.map((v) =>
-      operandLiteral(v instanceof ConcreteImpl ? new Tensor(v) : v),
-    );
+    const literals = p.params.map(paramLiteral);
     out = compiled.padded
       ? runPadded(compiled.exe, compiled.padded, literals)
       : compiled.exe.run(literals);
@@ -1048,25 +1116,21 @@ function realizePlan(p: Plan, options: LazyOptions, pre?: Compiled): void {
   // Out-of-range indices raise eager's error before any value is kept: reading the tensors
   // again runs the graph again (and raises again), it never hands out clamped data.
   raiseIndexErrors(compiled.checks, list.slice(p.results.length));
-  const perStep = new Map<number, ConcreteImpl[]>();
   for (const [k, r] of p.results.entries()) {
-    let vs = perStep.get(r.step);
-    if (!vs) perStep.set(r.step, (vs = []));
-    vs[r.index] = tensorFromLiteral(single(list[k]!)).realize();
+    const node = p.steps[r.step]!;
+    const vs = node.values ?? (node.values = []);
+    vs[r.index] = resultImpl(single(list[k]!), node.outputs[r.index]!);
   }
-  for (const [s, vs] of perStep) {
-    const node = p.steps[s]!;
-    node.values = vs;
-    node.inputs = [];
+  const done = ++realizeStamp;
+  for (const node of p.steps) {
+    node.realized = done;
+    if (node.values !== undefined) node.inputs = [];
   }
   // What this program computed, returned or not, leaves the region: only a node a later
   // program needs (and then recomputes) is pending still.
-  if (region.length > 0) {
-    const done = new Set(p.steps);
-    if (region.some((x) => done.has(x) || x.values !== undefined)) {
-      const rest = region.filter((x) => x.values === undefined && !done.has(x));
-      setRegion(rest, rest.length > 0 && regionAligned);
-    }
+  if (region.length > 0 && region.some((x) => x.realized === done || x.values !== undefined)) {
+    const rest = region.filter((x) => x.values === undefined && x.realized !== done);
+    setRegion(rest, rest.length > 0 && regionAligned);
   }
   counters.graphs++;
   counters.nodesRealized += p.steps.length;
@@ -1096,6 +1160,27 @@ function realizePlan(p: Plan, options: LazyOptions, pre?: Compiled): void {
       `(${compiled.hit}) in ${ms} ms`;
     log(logEnabled("lazy") ? "lazy" : "perf", text);
   }
+}
+
+let realizeStamp = 0;
+
+/** A parameter's literal: a tensor's storage as it is (half types decoded), or a scalar. */
+function paramLiteral(v: ConcreteImpl | Scalar): Literal {
+  if (!(v instanceof ConcreteImpl)) return operandLiteral(v);
+  if (v.dtype === "float16" || v.dtype === "bfloat16") return operandLiteral(new Tensor(v));
+  return new Literal(toElementType(v.dtype), v.shape, v.storage as LiteralData);
+}
+
+/**
+ * A result as a concrete impl: the program's literal as it is (its dims are the node's, which
+ * recording inferred and the program was built from), half types encoded to their bits.
+ */
+function resultImpl(lit: Literal, t: NodeType): ConcreteImpl {
+  if (t.dtype === "float16" || t.dtype === "bfloat16") return tensorFromLiteral(lit).realize();
+  if (lit.dims.length !== t.shape.length || lit.dims.some((d, i) => d !== t.shape[i])) {
+    throw new Error(`lazy graph: a result is [${lit.dims}], expected [${t.shape}]`);
+  }
+  return new ConcreteImpl(t.dtype, t.shape, lit.data as Storage, true);
 }
 
 function plural(n: number, word: string): string {
