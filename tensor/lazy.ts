@@ -566,11 +566,13 @@ function cutRegion(
   }
   // Returned: what nothing in the region uses (a loop's carried state), what the ops after the
   // cut use, what a top-level module call returned (a model's outputs and caches) and `extra`.
-  const wanted = new Set(extra);
+  const wanted = extra.length > 0 ? new Set(extra) : undefined;
   const roots = head.filter(
-    (x) => !usedInHead.has(x) || usedLater.has(x) || x.escaped || wanted.has(x),
+    (x) => !usedInHead.has(x) || usedLater.has(x) || x.escaped || wanted?.has(x) === true,
   );
-  for (const s of new Set(head.map((x) => x.scope))) {
+  const scopes: LazyScope[] = [];
+  for (const x of head) if (!scopes.includes(x.scope)) scopes.push(x.scope);
+  for (const s of scopes) {
     for (const o of s.outputs) if (o.value === undefined && inHead.has(o.node)) roots.push(o.node);
   }
   const reason = typeof why === "string" ? why : () => why();
@@ -765,9 +767,18 @@ export function markStep(): void {
 /** Where a step takes an input from: a parameter, or output `index` of an earlier step. */
 type Ref = { readonly param: number } | { readonly step: number; readonly index: number };
 
+/** More outputs than any op has (a step's outputs in Plan.refs). */
+const MAX_OUTPUTS = 1 << 16;
+
 interface Plan {
   readonly steps: readonly LazyNode[];
-  readonly refs: readonly (readonly Ref[])[];
+  /**
+   * Where each step's inputs come from, flat: step s's are refs[refAt[s] .. refAt[s + 1]), each
+   * a parameter k as -(k + 1) or output i of step t as t * MAX_OUTPUTS + i (no object per
+   * input: most plans are memo hits and never read them).
+   */
+  readonly refs: readonly number[];
+  readonly refAt: readonly number[];
   readonly params: readonly (ConcreteImpl | Scalar)[];
   /** Every output of every root node, in order. */
   readonly results: readonly { readonly step: number; readonly index: number }[];
@@ -840,43 +851,47 @@ function planOf(steps: readonly LazyNode[], roots: readonly LazyNode[]): Plan {
   const stamp = ++planStamp;
   const params: (ConcreteImpl | Scalar)[] = [];
   const paramOf = new Map<ConcreteImpl, number>();
-  const refs: Ref[][] = [];
+  const refs: number[] = [];
+  const refAt: number[] = [];
   let key = "";
   let shape = "";
   for (const [s, node] of steps.entries()) {
     node.stamp = stamp;
     node.step = s;
-    const r: Ref[] = [];
+    refAt.push(refs.length);
     let wiring = "";
     for (const x of node.inputs) {
       if (isPendingImpl(x)) {
         if (x.node.stamp !== stamp) throw new Error("lazy: internal: a step's input is not a step");
-        r.push({ step: x.node.step, index: x.index });
+        refs.push(x.node.step * MAX_OUTPUTS + x.index);
         wiring += `s${x.node.step}.${x.index},`;
         continue;
       }
       const v = x instanceof LazyImpl ? x.value! : x;
+      let k: number;
       if (v instanceof ConcreteImpl) {
-        let k = paramOf.get(v);
-        if (k === undefined) {
+        const known = paramOf.get(v);
+        if (known === undefined) {
           k = params.length;
           params.push(v);
           paramOf.set(v, k);
+        } else {
+          k = known;
         }
-        r.push({ param: k });
-        wiring += `p${k},`;
       } else {
         // Scalars are never shared: equal values must not make a different graph.
-        wiring += `p${params.length},`;
-        r.push({ param: params.length });
+        k = params.length;
         params.push(v);
       }
+      refs.push(-(k + 1));
+      wiring += `p${k},`;
     }
-    refs.push(r);
     key += `${node.keyId}(${wiring})`;
     shape += `${node.shapeFree}(${wiring})`;
   }
-  return withResults({ steps, refs, params, results: [], key, body: key, shape }, roots);
+  refAt.push(refs.length);
+  const p = { steps, refs, refAt, params, results: [], key, body: key, shape };
+  return withResults(p, roots);
 }
 
 /** `p` returning every output of `roots` (which must be steps of it, sorted by id). */
@@ -919,9 +934,13 @@ function buildModule(
     });
     const values: Instruction[][] = [];
     for (const [s, node] of p.steps.entries()) {
-      const inputs = p.refs[s]!.map((r) =>
-        "param" in r ? params[r.param]! : values[r.step]![r.index]!,
-      );
+      const inputs: Instruction[] = [];
+      for (let j = p.refAt[s]!; j < p.refAt[s + 1]!; j++) {
+        const r = p.refs[j]!;
+        inputs.push(
+          r < 0 ? params[-r - 1]! : values[Math.floor(r / MAX_OUTPUTS)]![r % MAX_OUTPUTS]!,
+        );
+      }
       const out = lowerOp(b, node.op, inputs, attrs?.[s] ?? node.attrs);
       values.push(Array.isArray(out) ? out : [out]);
     }
