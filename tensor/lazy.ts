@@ -1126,6 +1126,13 @@ function realizePlan(p: Plan, options: LazyOptions, pre?: Compiled): void {
       ? runPadded(compiled.exe, compiled.padded, literals)
       : compiled.exe.run(literals);
   } catch (e) {
+    // The failed ops stay pending (observing one of them again runs them again), but leave the
+    // region: a later cut of other ops must not take them along (with their scope's options).
+    const failed = new Set(p.steps);
+    if (region.some((x) => failed.has(x))) {
+      const rest = region.filter((x) => !failed.has(x));
+      setRegion(rest, rest.length > 0 && regionAligned);
+    }
     const detail = e instanceof Error ? baseMessage(e) : String(e);
     // At the user's line that observed the value (the ops themselves were checked when called).
     throw locateHere(new Error(`${describePlan(p)} failed: ${detail}`, { cause: e }));

@@ -88,6 +88,18 @@ describe("repeat cuts", () => {
     expect(lazyStats()).toMatchObject({ graphs: 1, repeatCuts: 0 });
   });
 
+  it("a program that fails leaves the region: a later loop's cuts do not take its ops", () => {
+    class Failing extends ProgramCache {
+      override getOrCompile(): never {
+        throw new Error("no compiler here");
+      }
+    }
+    const failing = { cache: new Failing({ disk: false }) };
+    expect(() => lazy(() => x.add(1).exp(), failing).data()).toThrow(/no compiler here/);
+    expectSame(lazy(() => blocks(x, w, 40)), blocks(x, w, 40));
+    expect(lazyStats().repeatCuts).toBeGreaterThanOrEqual(10);
+  });
+
   it("KILN_LOGS=lazy says where each cut is and why", () => {
     setLogTopics(["lazy"]);
     const lines: string[] = [];
