@@ -446,9 +446,10 @@ const SPARE_PER_SIZE = 8;
 /** The buffers the current call took from `spare` or allocated (returned after its run). */
 let taken: { key: string; data: LiteralData }[] | undefined;
 
-function paddedBuffer(type: Literal["type"], n: number): LiteralData {
+function paddedBuffer(type: Literal["type"], like: LiteralData, n: number): LiteralData {
   const key = `${type}:${n}`;
-  const data = spare.get(key)?.pop() ?? allocate(type, n);
+  // Not cleared either when new: its padding may hold anything.
+  const data = spare.get(key)?.pop() ?? overwritten(type, like, n);
   taken?.push({ key, data });
   return data;
 }
@@ -490,16 +491,31 @@ function padLiteral(
     // allocate() zeroes: only another fill needs a pass.
     if (stored !== 0 && stored !== 0n) (data as { fill(v: number | bigint): unknown }).fill(stored);
   } else {
-    data = paddedBuffer(lit.type, n);
+    data = paddedBuffer(lit.type, lit.data, n);
   }
   copyBlock(lit.dims, lit.dims, bounds, lit.data, data);
   return new Literal(lit.type, bounds, data);
 }
 
+/**
+ * `n` elements of `like`'s kind that the caller overwrites entirely: from 64 KiB up not cleared
+ * first (Buffer.allocUnsafe, an ArrayBuffer of its own above 4 KiB; as native's results and
+ * Tensor.data()'s copies), below that a zeroed allocation.
+ */
+function overwritten(type: Literal["type"], like: LiteralData, n: number): LiteralData {
+  const bytes = n * like.BYTES_PER_ELEMENT;
+  if (bytes < 64 * 1024 || typeof Buffer === "undefined") return allocate(type, n);
+  const b = Buffer.allocUnsafe(bytes);
+  if (b.byteOffset !== 0 || b.buffer.byteLength !== bytes) return allocate(type, n);
+  const ctor = like.constructor as new (buffer: ArrayBuffer, offset: number, length: number) => LiteralData;
+  return new ctor(b.buffer as ArrayBuffer, 0, n);
+}
+
 function sliceLiteral(lit: Literal, dims: readonly number[]): Literal {
   if (lit.dims.every((d, i) => d === dims[i])) return lit;
   const n = dims.reduce((a, b) => a * b, 1);
-  const data = allocate(lit.type, n);
+  // Every element is copied from the padded result.
+  const data = overwritten(lit.type, lit.data, n);
   copyBlock(dims, lit.dims, dims, lit.data, data);
   paddedOf.set(data, lit);
   return new Literal(lit.type, dims, data);
