@@ -13,13 +13,17 @@
 // The pending ops recorded since the last cut form the current region, and the region is cut
 // (realized as one program) where a loop's body ends: when its opening ops, by a size-free
 // key, are recorded again (a repeated subsequence), so every iteration of a loop that
-// observes nothing is the same cached program; also at markStep(), when the region holds
-// maxOps ops, when something is observed, when realizeAll asks, and when a chain of pending
-// ops grows deeper than maxDepth; KILN_LOGS=lazy says where each cut is and why. A cut whose
-// computation recurs with other sizes runs the size-varying ops eagerly between programs of the
-// rest. A structural key of the pending graph (lowering keys and wiring) remembers the
-// executable, so a loop that repeats a step skips lowering and fingerprinting too.
-// docs/runtime.md describes the semantics for users.
+// observes nothing is the same cached program; never between two ops of one top-level
+// nn.Module call (tensor/module_calls.ts: a model's identical blocks are not the loop, the
+// decoding or training step that calls the model is); also at markStep(), when the region
+// holds maxOps ops, when something is observed, when realizeAll asks, and when a chain of
+// pending ops grows deeper than maxDepth; KILN_LOGS=lazy says where each cut is and why. A
+// computation that recurs with other sizes (a growing KV cache) runs one program per bucket of
+// its size, padded as compile()'s are (tensor/lazy_buckets.ts); one that cannot be bucketed
+// runs its size-varying ops eagerly between programs of the rest. A structural key of the
+// pending graph (lowering keys as numbers, and wiring) remembers the executable, so a loop that
+// repeats a step skips lowering and fingerprinting too. docs/runtime.md describes the
+// semantics for users.
 
 import { ModuleBuilder } from "../ir/builder.ts";
 import type { EvalValue } from "../ir/evaluate.ts";
