@@ -1813,13 +1813,13 @@ function generateSpec(): GraphSpec {
             {
               runtime: `Kiln lazy (${def})`,
               // The growing KV cache, as eager: lazy mode cuts the pending graph at each step
-              // (repeat cuts) and runs the ops whose sizes grow eagerly between cached
-              // programs of the rest (docs/runtime.md, lazy mode). The warm-up runs enough
-              // steps for the cuts to settle on what each step returns.
-              note: "growing KV cache, cut per step",
+              // (one program per step) and runs every size of the cache's length in a bucket
+              // on one padded program (docs/runtime.md, lazy mode). The warm-up is a whole
+              // generation, so every bucket's program is compiled before the timed runs.
+              note: "growing KV cache, one program per step and bucket",
               warm: true,
               prepare: async () => {
-                toF32(lazy(() => gen(8)));
+                toF32(lazy(() => gen(GEN_TOKENS)));
                 return () => toF32(lazy(() => gen(GEN_TOKENS)));
               },
             },
