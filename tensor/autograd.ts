@@ -202,8 +202,9 @@ const vjpLowerings = new Map<string, Lowering>();
 function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly boolean[]): Lowering {
   const mask = (m: readonly boolean[]) => m.map((x) => (x ? "1" : "0")).join("");
   const name = `${op.name}.backward[${mask(wrt)};${mask(given)}]`;
+  // Op names are unique (the registry refuses a second definition), so the name keys it.
   const hit = vjpLowerings.get(name);
-  if (hit !== undefined && hit.signature === op.signature) return hit;
+  if (hit !== undefined) return hit;
   const n = wrt.length;
   const lowering: Lowering = {
     kind: "lowering",
@@ -433,11 +434,10 @@ function run(
     order.sort((a, b) => a.seq - b.seq);
     for (const m of order) {
       let useful = false;
-      for (const [k, e] of m.edges.entries()) {
+      for (const e of m.edges) {
         if (e === null) continue;
         if ("leaf" in e) useful ||= leafTargets === undefined || leafTargets.has(e.leaf);
         else useful ||= nodes.get(e.node) === true;
-        void k;
       }
       if (!useful && innerTargets.size > 0) {
         for (let k = 0; k < m.outputs.length; k++) {
@@ -537,7 +537,7 @@ function differentiate(
     // operands (through their own edges) and to the cotangents.
     const edges = [...node.edges, ...ctOperands.map(edgeOf)];
     if (edges.some((e) => e !== null)) {
-      attach(op, [...operands, ...ctOperands], node.attrs, list.length === 1 && !Array.isArray(out) ? list[0]! : list, edges);
+      attach(op, [...operands, ...ctOperands], node.attrs, out, edges);
     }
   }
   const grads: (Tensor | undefined)[] = [];

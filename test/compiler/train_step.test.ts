@@ -63,4 +63,23 @@ describe("compile(trainStep)", () => {
     const after = lin.weight.toArray() as number[][];
     after.flat().forEach((v, i) => expect(v).toBeCloseTo(before.flat()[i]! * 0.25, 6));
   });
+
+  it("a .grad written by hand is repeated too, and named in explain()", () => {
+    const lin = new nn.Linear(2, 1);
+    const setGrad = () => {
+      lin.bias!.grad = lin.bias!.mul(2);
+    };
+    const info = explain(setGrad);
+    expect(info.mode).toBe("replay");
+    expect(info.replayReasons.map((r: { reason: string }) => r.reason).join("\n")).toMatch(
+      /sets lin\.bias\.grad/,
+    );
+    lin.bias!.grad = null;
+    const cs = compile(setGrad);
+    cs();
+    expect(lin.bias!.grad).not.toBeNull();
+    expect((lin.bias!.grad as unknown as Tensor).toArray()).toEqual(
+      (lin.bias!.toArray() as number[]).map((v) => v * 2),
+    );
+  });
 });
