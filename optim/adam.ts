@@ -1,12 +1,20 @@
 // Adam (with amsgrad and L2 weight decay) and AdamW (decoupled weight decay), following
-// torch.optim.Adam / AdamW's single-tensor rule. Bias corrections are computed in JS and reach
-// the ops as scalars, like lr.
+// torch.optim.Adam / AdamW's single-tensor rule. Bias corrections are computed on the host in
+// float64 (prepareStep) and reach the ops as 0-d operands, like lr.
 
 import { add, div, maximum, mul } from "../tensor/ops/core.ts";
 import { sqrt } from "../tensor/ops/elementwise.ts";
-import { zerosLike } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { hyper, Optimizer, type ParamGroup, type ParamGroupInput } from "./optimizer.ts";
+import {
+  Optimizer,
+  type ParamGroup,
+  type ParamGroupInput,
+  type Scalars,
+  zeroState,
+} from "./optimizer.ts";
+
+/** Numbers prepareStep gives per parameter (see update). */
+const PER_PARAM = 8;
 
 export interface AdamOptions {
   lr?: number;
@@ -46,42 +54,67 @@ export class Adam extends Optimizer {
     if (this.num(g, "weightDecay") < 0) throw new Error(`invalid weightDecay ${g.weightDecay}`);
   }
 
-  protected update(): void {
-    for (const g of this.paramGroups) {
+  protected structure(g: ParamGroup): string {
+    return [this.num(g, "weightDecay") !== 0, this.flag(g, "amsgrad"), this.flag(g, "maximize")]
+      .map((b) => (b ? 1 : 0)).join("");
+  }
+
+  prepareStep(params: readonly Tensor[]): number[] {
+    const out: number[] = [];
+    for (const p of params) {
+      const g = this.groupOf(p);
       const lr = this.num(g, "lr");
       const [beta1, beta2] = g.betas as readonly number[];
-      const eps = this.num(g, "eps");
       const wd = this.num(g, "weightDecay");
-      const amsgrad = this.flag(g, "amsgrad");
-      for (const [p, g0] of this.withGrads(g)) {
-        let grad: Tensor = g0;
-        let st = this.state.get(p);
-        if (!st) {
-          st = { step: 0, exp_avg: zerosLike(p), exp_avg_sq: zerosLike(p) };
-          if (amsgrad) st.max_exp_avg_sq = zerosLike(p);
-          this.state.set(p, st);
-        }
-        const step = (st.step as number) + 1;
-        st.step = step;
-        let param: Tensor = p;
-        if (wd !== 0) {
-          if (this.decoupled) param = mul(p, hyper(1 - lr * wd));
-          else grad = add(grad, mul(p, hyper(wd)));
-        }
-        const m = add(mul(st.exp_avg as Tensor, hyper(beta1)), mul(grad, hyper(1 - beta1)));
-        const v = add(mul(st.exp_avg_sq as Tensor, hyper(beta2)), mul(mul(grad, grad), hyper(1 - beta2)));
-        st.exp_avg = m;
-        st.exp_avg_sq = v;
-        const bc1 = 1 - beta1 ** step;
-        const bc2Sqrt = Math.sqrt(1 - beta2 ** step);
-        let second = v;
-        if (amsgrad) {
-          second = maximum(st.max_exp_avg_sq as Tensor, v);
-          st.max_exp_avg_sq = second;
-        }
-        const denom = add(mul(sqrt(second), hyper(1 / bc2Sqrt)), hyper(eps));
-        p.impl = add(param, mul(div(m, denom), hyper(-lr / bc1))).impl;
+      const st = this.state.get(p) ?? this.initState(p, {
+        step: 0,
+        exp_avg: zeroState(p),
+        exp_avg_sq: zeroState(p),
+        ...(this.flag(g, "amsgrad") && { max_exp_avg_sq: zeroState(p) }),
+      });
+      const step = (st.step as number) + 1;
+      st.step = step;
+      const bc1 = 1 - beta1! ** step;
+      const bc2Sqrt = Math.sqrt(1 - beta2! ** step);
+      out.push(
+        this.decoupled ? 1 - lr * wd : wd,
+        beta1!,
+        1 - beta1!,
+        beta2!,
+        1 - beta2!,
+        1 / bc2Sqrt,
+        this.num(g, "eps"),
+        -lr / bc1,
+      );
+    }
+    return out;
+  }
+
+  protected update(params: readonly Tensor[], s: Scalars): void {
+    for (const [i, p] of params.entries()) {
+      const k = i * PER_PARAM;
+      const g = this.groupOf(p);
+      const st = this.state.get(p)!;
+      let grad = this.gradOf(p, g);
+      let param: Tensor = p;
+      if (this.num(g, "weightDecay") !== 0) {
+        if (this.decoupled) param = mul(p, s(k));
+        else grad = add(grad, mul(p, s(k)));
       }
+      const expAvg = st.exp_avg as Tensor;
+      const expAvgSq = st.exp_avg_sq as Tensor;
+      const m = add(mul(expAvg, s(k + 1)), mul(grad, s(k + 2)));
+      const v = add(mul(expAvgSq, s(k + 3)), mul(mul(grad, grad), s(k + 4)));
+      expAvg.impl = m.impl;
+      expAvgSq.impl = v.impl;
+      let second = v;
+      if (this.flag(g, "amsgrad")) {
+        const maxSq = st.max_exp_avg_sq as Tensor;
+        second = maximum(maxSq, v);
+        maxSq.impl = second.impl;
+      }
+      const denom = add(mul(sqrt(second), s(k + 5)), s(k + 6));
+      p.impl = add(param, mul(div(m, denom), s(k + 7))).impl;
     }
   }
 }

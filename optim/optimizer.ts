@@ -1,14 +1,21 @@
 // The optimizer base (PyTorch's torch.optim.Optimizer): parameter groups with per-group
 // hyperparameters, per-parameter state, zeroGrad(), and stateDict()/loadStateDict() in PyTorch's
 // layout (state keyed by the parameter's index across groups, param_groups listing indices).
-// Updates replace each parameter's impl in place (as Module.loadStateDict does); hyperparameters
-// reach the ops as 0-d float32 tensors (`hyper`), runtime operands of one op-cache key whatever
-// their value, so a changing lr or step count compiles nothing new.
+// A step has two parts, so that compile() can capture it as part of one program (PyTorch's
+// `capturable` optimizers): `prepareStep` on the host — state initialization, step counts, and
+// every number the update uses (lr, betas, bias corrections), computed in float64 as PyTorch
+// computes them — and `update`, tensor work only, reading those numbers as 0-d float32 operands
+// and updating parameters and state tensors in place (their impl). In eager and lazy mode each
+// number is `hyper(v)`, a runtime operand of one op-cache key whatever its value (a changing lr
+// compiles nothing new); under compile() the trace makes them one program input that the compiled
+// call fills by running prepareStep again (compiler/trace.ts), and guards `captureKey`, what the
+// update's code branches on.
 
 import { tensor, zerosLike } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
+import { allocateStorage } from "../tensor/dtype.ts";
 import { neg } from "../tensor/ops/core.ts";
-import { Tensor } from "../tensor/tensor.ts";
+import { fromStorage, Tensor } from "../tensor/tensor.ts";
 
 export type Hyper = number | boolean | readonly number[];
 export type GroupOptions = Record<string, Hyper>;
@@ -32,6 +39,24 @@ export interface OptimizerStateDict {
   param_groups: Array<Record<string, Hyper | number[]>>;
 }
 
+/** How an update reads its numbers: the i-th value prepareStep returned, as a 0-d operand. */
+export type Scalars = (i: number) => Tensor;
+
+/** What compile()'s trace does with an optimizer step (compiler/trace.ts). */
+export interface StepHook {
+  /** Runs `prepare` (the host part) and says how the update reads the values it returns. */
+  step(opt: Optimizer, params: readonly Tensor[], prepare: () => number[]): Scalars;
+}
+
+let stepHook: StepHook | undefined;
+
+/** Sets the optimizer-step hook (compile()'s tracer); returns the previous one. */
+export function setStepHook(h: StepHook | undefined): StepHook | undefined {
+  const saved = stepHook;
+  stepHook = h;
+  return saved;
+}
+
 function isGroupInput(x: unknown): x is ParamGroupInput {
   return typeof x === "object" && x !== null && !(x instanceof Tensor) && "params" in x;
 }
@@ -39,7 +64,10 @@ function isGroupInput(x: unknown): x is ParamGroupInput {
 export abstract class Optimizer {
   readonly paramGroups: ParamGroup[] = [];
   readonly defaults: GroupOptions;
-  state = new Map<Tensor, ParamState>();
+  private stateMap = new Map<Tensor, ParamState>();
+  /** Counts replacements of the state and new entries in it (part of captureKey). */
+  private stateEpoch = 0;
+  private readonly groupByParam = new Map<Tensor, ParamGroup>();
 
   constructor(params: Iterable<Tensor> | Iterable<ParamGroupInput>, defaults: GroupOptions) {
     this.defaults = defaults;
@@ -66,6 +94,7 @@ export abstract class Optimizer {
     }
     this.validate(out);
     this.paramGroups.push(out);
+    for (const p of params) this.groupByParam.set(p, out);
   }
 
   protected validate(_group: ParamGroup): void {}
@@ -81,17 +110,76 @@ export abstract class Optimizer {
     }
   }
 
+  /** Per-parameter state (replacing it, as loadStateDict does, is seen by compiled steps). */
+  get state(): Map<Tensor, ParamState> {
+    return this.stateMap;
+  }
+
+  set state(m: Map<Tensor, ParamState>) {
+    this.stateMap = m;
+    this.stateEpoch++;
+  }
+
   /**
    * One update of every parameter whose grad is not null. Runs under noGrad, as PyTorch's
    * optimizers do: an update is not part of any graph (without it each update of a parameter
    * that requires grad would record a node on a result that is thrown away).
    */
   step(): void {
-    noGrad(() => this.update());
+    noGrad(() => {
+      const params = this.paramGroups.flatMap((g) => g.params.filter((p) => p.grad !== null));
+      const hook = stepHook;
+      let scalars: Scalars;
+      if (hook !== undefined) scalars = hook.step(this, params, () => this.prepareStep(params));
+      else {
+        const values = this.prepareStep(params);
+        scalars = (i) => hyper(values[i]!);
+      }
+      this.update(params, scalars);
+    });
   }
 
-  /** The update itself (what step() runs under noGrad). */
-  protected abstract update(): void;
+  /**
+   * The host part of a step over `params` (the ones with a grad, in group order): creates
+   * missing state, advances step counts, and returns the numbers the update reads, in the
+   * order `update` reads them. A compiled step calls it once per call before its program runs.
+   */
+  abstract prepareStep(params: readonly Tensor[]): number[];
+
+  /** The tensor part of a step: updates params and state tensors in place (their impl). */
+  protected abstract update(params: readonly Tensor[], scalars: Scalars): void;
+
+  /**
+   * What the update's code branches on (per group: its size and flags such as amsgrad or a
+   * nonzero weight decay; the state's epoch): a compiled step guards it, so changing a flag
+   * retraces while changing a number (lr, betas) only changes a program input.
+   */
+  get captureKey(): string {
+    const groups = this.paramGroups.map((g) => `${g.params.length}:${this.structure(g)}`);
+    return `${this.constructor.name}#${this.stateEpoch}|${groups.join(";")}`;
+  }
+
+  /** The group's options that change the update's code, as a string. */
+  protected abstract structure(group: ParamGroup): string;
+
+  /** The group holding `p`. */
+  protected groupOf(p: Tensor): ParamGroup {
+    const g = this.groupByParam.get(p);
+    if (g === undefined) throw new Error("a parameter no group lists");
+    return g;
+  }
+
+  /** The gradient `p`'s update follows: negated under `maximize`. */
+  protected gradOf(p: Tensor, group: ParamGroup): Tensor {
+    return this.flag(group, "maximize") ? neg(p.grad!) : p.grad!;
+  }
+
+  /** A new state entry (seen by compiled steps through captureKey). */
+  protected initState(p: Tensor, st: ParamState): ParamState {
+    this.stateMap.set(p, st);
+    this.stateEpoch++;
+    return st;
+  }
 
   protected num(group: ParamGroup, key: string): number {
     const v = group[key];
@@ -101,17 +189,6 @@ export abstract class Optimizer {
 
   protected flag(group: ParamGroup, key: string): boolean {
     return group[key] === true;
-  }
-
-  /**
-   * The group's parameters that have a gradient, each with the gradient its update follows
-   * (negated under `maximize`); PyTorch skips a parameter whose grad is None.
-   */
-  protected *withGrads(group: ParamGroup): Generator<[Tensor, Tensor]> {
-    const maximize = this.flag(group, "maximize");
-    for (const p of group.params) {
-      if (p.grad !== null) yield [p, maximize ? neg(p.grad) : p.grad];
-    }
   }
 
   stateDict(): OptimizerStateDict {
@@ -154,7 +231,12 @@ export abstract class Optimizer {
     for (const [k, s] of Object.entries(sd.state)) {
       const p = byIndex.get(Number(k));
       if (!p) throw new Error(`state for parameter ${k}, which no group lists`);
-      state.set(p, { ...s });
+      // Copies, as PyTorch's deepcopy: updates are in place, so a shared tensor would make two
+      // optimizers (or the dict and this one) move together. A new Tensor over the same value
+      // is a copy here: an in-place update replaces the impl, never its storage.
+      const copy: ParamState = {};
+      for (const [key, v] of Object.entries(s)) copy[key] = v instanceof Tensor ? new Tensor(v.impl) : v;
+      state.set(p, copy);
     }
     sd.param_groups.forEach((saved, gi) => {
       const g = this.paramGroups[gi];
@@ -176,4 +258,13 @@ export function hyper(v: number): Tensor {
 
 function zerosImpl(t: Tensor) {
   return zerosLike(t).impl;
+}
+
+/**
+ * A zero tensor like `p`, made on the host (not an op): state created inside a compiled step's
+ * trace must be a value the program reads, not one it computes.
+ */
+export function zeroState(p: Tensor): Tensor {
+  const n = p.shape.reduce((a, b) => a * b, 1);
+  return fromStorage(p.dtype, p.shape, allocateStorage(p.dtype, n, "optimizer state"));
 }

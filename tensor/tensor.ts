@@ -103,11 +103,26 @@ export interface GradFn {
   readonly name: string;
 }
 
+/** Told of every read and write of a tensor's `.grad` while a compile() trace runs. */
+export interface GradHook {
+  read(t: Tensor): void;
+  write(t: Tensor, g: Tensor | null): void;
+}
+
+let gradHook: GradHook | undefined;
+
+/** Sets the `.grad` hook (compile()'s tracer); returns the previous one. */
+export function setGradHook(h: GradHook | undefined): GradHook | undefined {
+  const saved = gradHook;
+  gradHook = h;
+  return saved;
+}
+
 export class Tensor {
   /** The value (internal to the frontend and the runtime; ops read it, users should not). */
   impl: TensorImpl;
-  /** The gradient backward() accumulated into this tensor (a leaf, or a retainGrad result). */
-  grad: Tensor | null = null;
+  /** The gradient (see `grad`); read and written without telling a trace. */
+  gradRaw: Tensor | null = null;
   /** The recorded op that made this tensor (null for a leaf: made by the user or under noGrad). */
   gradFn: GradFn | null = null;
   /** Which of gradFn's results this tensor is. */
@@ -139,6 +154,21 @@ export class Tensor {
       throw new OpError("requiresGrad", `only floating-point tensors can require grad, got ${this.dtype}`);
     }
     this.leafRequiresGrad = on;
+  }
+
+  /**
+   * The gradient backward() accumulated into this tensor (a leaf, or a retainGrad result). A
+   * compile() trace watches reads and writes (compiler/trace.ts: a gradient read becomes a
+   * program input, a write a program output).
+   */
+  get grad(): Tensor | null {
+    if (gradHook !== undefined) gradHook.read(this);
+    return this.gradRaw;
+  }
+
+  set grad(g: Tensor | null) {
+    if (gradHook !== undefined) gradHook.write(this, g);
+    this.gradRaw = g;
   }
 
   /** Sets requiresGrad (PyTorch's `requires_grad_()`) and returns this tensor. */
