@@ -1,10 +1,10 @@
 // Training throughput: steps per second of one training step in plain eager code (forward,
 // cross-entropy, backward, AdamW step, zeroGrad — examples/training.ts) for GPT-2 tiny and small
 // (the full-size config at a short sequence) and ResNet tiny and ResNet-18 (32x32 images), in
-// eager mode, under lazy() and through compile() (which runs a step that calls backward() in
-// replay mode: the user's code each call, its tensor work as fused lazy programs). Each row:
-// untimed warm-up steps (they compile), then timed steps; the figure is the median step. Ratios
-// are against eager in the same run. Full-size rows run 1 + 2 steps and no compiled row.
+// eager mode, under lazy() and through compile() (the whole step — forward, backward, AdamW's
+// update — one program; the row says how many programs it compiled and in which mode it ran).
+// Each row: untimed warm-up steps (they compile), then timed steps; the figure is the median
+// step. Ratios are against eager in the same run. Full-size rows run 1 + 2 steps.
 // Prints a table; never used by tests.
 //
 //   npm run bench:train            (or: npx tsx bench/train.ts [--steps 5] [--quick])
@@ -22,18 +22,22 @@ const stepsAt = argv.indexOf("--steps");
 const STEPS = stepsAt >= 0 ? Number(argv[stepsAt + 1]) : quick ? 3 : 5;
 // Eager needs a few steps beyond the first (which compiles) before V8 and the op cache settle.
 const WARMUP = 4;
-// compile() times its first calls in replay mode against eager ones before it settles
-// (compiler/replay.ts: 1 + 3 calls each): a compiled row's warm-up covers that decision.
-const COMPILED_WARMUP = 10;
+// compile(): the first call traces and compiles, the second is the first cache hit.
+const COMPILED_WARMUP = 2;
 
 type Mode = "eager" | "lazy" | "compiled";
 
 interface Workload {
   name: string;
-  /** Full-size rows: fewer steps, and no compiled row (its replay decision needs ~10 calls). */
+  /** Full-size rows: fewer steps. */
   big?: boolean;
   /** A fresh model, optimizer and a step function per mode, all from the same init. */
-  make(): { eager: () => number; lazy: () => number; compiled: () => number };
+  make(): {
+    eager: () => number;
+    lazy: () => number;
+    compiled: () => number;
+    stats: () => { mode: string; compiles: number };
+  };
 }
 
 function lm(name: string, make: () => GPT2, batch: number, seq: number, big = false): Workload {
@@ -52,6 +56,7 @@ function lm(name: string, make: () => GPT2, batch: number, seq: number, big = fa
         eager: () => step(x, y).item() as number,
         lazy: () => lazyStep(model, opt, () => step(x, y)),
         compiled: () => cs(x, y).item() as number,
+        stats: () => cs.stats,
       };
     },
   };
@@ -71,6 +76,7 @@ function classifier(name: string, make: () => ResNet, batch: number, big = false
         eager: () => step(x, y).item() as number,
         lazy: () => lazyStep(model, opt, () => step(x, y)),
         compiled: () => cs(x, y).item() as number,
+        stats: () => cs.stats,
       };
     },
   };
@@ -98,14 +104,16 @@ console.log(
     `(compiled: ${COMPILED_WARMUP}) + ${STEPS} timed steps, median`,
 );
 console.log("");
-console.log("| workload | eager steps/s | lazy steps/s | compiled steps/s | lazy / eager | compiled / eager | first eager step (compiles) |");
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+console.log("| workload | eager steps/s | lazy steps/s | compiled steps/s | lazy / eager | compiled / eager | compiled: mode, programs | first eager step / first compiled call |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |");
 for (const w of workloads) {
   const perMode: Record<Mode, number> = { eager: 0, lazy: 0, compiled: 0 };
   let first = 0;
+  let firstCompiled = 0;
+  let how = "";
   for (const m of modes) {
-    if (w.big && m === "compiled") continue;
-    const run = w.make()[m];
+    const made = w.make();
+    const run = made[m];
     const times: number[] = [];
     const warm = m === "compiled" ? COMPILED_WARMUP : w.big ? 1 : WARMUP;
     const steps = w.big ? 2 : STEPS;
@@ -115,16 +123,17 @@ for (const w of workloads) {
       const dt = performance.now() - t0;
       if (!Number.isFinite(loss)) throw new Error(`${w.name} ${m}: loss ${loss}`);
       if (i === 0 && m === "eager") first = dt;
+      if (i === 0 && m === "compiled") firstCompiled = dt;
       if (i >= warm) times.push(dt);
     }
     perMode[m] = 1000 / median(times);
+    if (m === "compiled") how = `${made.stats().mode}, ${made.stats().compiles}`;
   }
   const f = (v: number) => (v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toFixed(3));
-  const c = w.big ? "—" : f(perMode.compiled);
-  const cr = w.big ? "—" : `${(perMode.compiled / perMode.eager).toFixed(2)}x`;
   console.log(
-    `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${c} | ` +
-      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ${cr} | ` +
-      `${(first / 1000).toFixed(1)} s |`,
+    `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${f(perMode.compiled)} | ` +
+      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ` +
+      `${(perMode.compiled / perMode.eager).toFixed(2)}x | ${how} | ` +
+      `${(first / 1000).toFixed(1)} s / ${(firstCompiled / 1000).toFixed(1)} s |`,
   );
 }

@@ -25,6 +25,9 @@ import {
 import { tsApi, type ParsedFile } from "./analyze_source.ts";
 import { fileUrlToPath, nodeModule } from "./node_builtins.ts";
 
+/** Tensor properties whose writes the trace handles at run time (see `mutation`). */
+const TENSOR_WRITES = new Set(["impl", "grad"]);
+
 /** How a free variable is bound where it is declared. */
 export type BindingKind =
   | "const"
@@ -551,6 +554,12 @@ export class Walker {
     const t = this.t;
     const e = this.skipOuter(target);
     if (!t.isPropertyAccessExpression(e) && !t.isElementAccessExpression(e)) return;
+    // A tensor's value or gradient (`p.impl = ...`, `p.grad = ...`, what optimizers and
+    // backward() do): the trace sees these at run time and makes them program outputs, or
+    // names the tensor it cannot (compiler/trace.ts).
+    if (verb === "assigns" && t.isPropertyAccessExpression(e) && TENSOR_WRITES.has(e.name.text)) {
+      return;
+    }
     const owner = this.ownerOf(e.expression);
     if (!owner) return;
     this.sideEffect(

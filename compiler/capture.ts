@@ -8,8 +8,9 @@
 // is a trace at another size of a bucket, which must not break: its program is all it gives.
 // While any trace runs, a compiled function called from the user's code inlines into it.
 
-import { setObserveHook, Tensor } from "../tensor/tensor.ts";
-import { setBackwardObserver } from "../tensor/autograd.ts";
+import { Module as NNModule } from "../tensor/nn/module.ts";
+import { setGradHook, setObserveHook, Tensor } from "../tensor/tensor.ts";
+import { Optimizer, setStepHook } from "../optim/optimizer.ts";
 import { withMode, currentMode } from "../tensor/dispatch.ts";
 import { log } from "../util/log.ts";
 import type { CompileConfig } from "./config.ts";
@@ -50,29 +51,43 @@ function traceUser(
   flat: Flat,
   args: readonly unknown[],
   hook: (t: Tensor, how: string) => void,
+  freeze: boolean,
 ): unknown {
   const path = (p: readonly (string | number)[]) => target.pathText(p);
   const symLeaves = flat.leaves.map((l) =>
     l.kind === "tensor" ? tracer.argInput(l.value as Tensor, l.path, path(l.path)) : l.value,
   );
   const symArgs = wrapArgs(tracer, unflatten(flat.spec, symLeaves) as unknown[], [...args], path);
-  const fixedModules = target.model ? [] : target.fixedModules();
+  const fixed = target.model ? [] : target.fixedValues();
   let self: unknown;
   if (target.model) {
     tracer.swapState(target.model, "this");
     self = tracer.wrap(target.model, "this");
   }
-  for (const [n, m] of fixedModules) tracer.swapState(m, n);
+  // Modules, tensors and optimizers (a training step's: their parameters outside the module
+  // tree) held by const variables, directly or in plain containers, become inputs.
+  const held = heldValues(fixed);
+  for (const [n, v] of held) if (v instanceof NNModule) tracer.swapState(v, n);
+  for (const [n, v] of held) if (v instanceof Tensor) tracer.swapFree(v, n);
+  for (const [n, v] of held) if (v instanceof Optimizer) tracer.swapOptimizer(v, n);
+  for (const l of flat.leaves) {
+    if (l.kind === "opaque" && l.value instanceof Optimizer) tracer.swapOptimizer(l.value, path(l.path));
+  }
   const saved = setObserveHook(hook);
-  const savedBackward = setBackwardObserver((what) => tracer.noteBackward(what));
+  const savedGrad = setGradHook({ read: (t) => tracer.gradRead(t), write: (t) => tracer.gradWrite(t) });
+  const savedStep = setStepHook({
+    step: (o, ps, prepare) => tracer.optimizerStep(o, ps, prepare),
+    host: (run, snapshot) => tracer.hostWork(run, snapshot),
+  });
   depth++;
   try {
     return withMode(tracer.mode, () => target.run(self, symArgs));
   } finally {
     depth--;
     setObserveHook(saved);
-    setBackwardObserver(savedBackward);
-    tracer.noteStateUpdates();
+    setGradHook(savedGrad);
+    setStepHook(savedStep);
+    tracer.noteStateUpdates(freeze);
     tracer.restore();
   }
 }
@@ -84,13 +99,19 @@ export type OutLeaf =
   | { readonly kind: "result"; readonly index: number }
   | { readonly kind: "arg"; readonly keys: readonly (string | number)[] }
   | { readonly kind: "state"; readonly owner: object; readonly key: string }
+  /** An input read outside the module tree (an optimizer's tensor, a gradient). */
+  | { readonly kind: "host"; readonly read: () => Tensor }
   | { readonly kind: "const"; readonly value: unknown };
 
-/** A write a compiled call repeats: target[key] = what `leaf` produces. */
+/**
+ * A write a compiled call repeats: target[key] = what `leaf` produces; with `impl`, the tensor
+ * at target[key] takes the produced tensor's value (an in-place update).
+ */
 export interface OutWrite {
   readonly target: object;
   readonly key: string;
   readonly leaf: OutLeaf;
+  readonly impl?: true;
 }
 
 /** What a trace found, as explain() prints it (the entry adds its guards and program). */
@@ -147,7 +168,7 @@ export function capture(
     const where = formatLocation(b.location);
     log("graph_breaks", () => `${name}: graph break at ${where}: ${b.reason}`);
     if (config.fullgraph) throw new GraphBreakError(`graph break: ${b.reason}`, b.location);
-  });
+  }, config.freeze);
   if (isThenable(result)) {
     throw new TypeError(
       `compile(${name}): the function returned a Promise; compiled code must be synchronous`,
@@ -165,6 +186,7 @@ export function capture(
           return { kind: "result", index: requested.length - 1 };
         case "slot": {
           const slot = tracer.slots[src.slot]!;
+          if (slot.kind === "host") return { kind: "host", read: slot.read };
           return slot.kind === "arg"
             ? { kind: "arg", keys: slot.keys }
             : { kind: "state", owner: slot.owner, key: slot.key };
@@ -205,7 +227,7 @@ export function capture(
       w.value.kind === "tensor"
         ? leafFor(w.value.tensor, w.path)
         : { kind: "const", value: w.value.value };
-    if (leaf) writes.push({ target: w.target, key: w.key, leaf });
+    if (leaf) writes.push({ target: w.target, key: w.key, leaf, ...(w.impl && { impl: true }) });
   }
   const segments = tracer.breaks.length + 1;
   const shape: TraceShape = {
@@ -250,12 +272,12 @@ export interface Traced {
 
 /** Traces the code again on `args` (another size of a bucket) and builds its program. */
 export function traceAt(target: Target, config: CompileConfig, args: unknown[]): Traced {
-  const tracer = new Tracer(config.lazy);
+  const tracer = new Tracer(config.lazy, false);
   let result: unknown;
   try {
     result = traceUser(target, tracer, flatten([...args]), args, (t, how) => {
       throw new DynamicShapeError(`${how}() on a tensor of shape [${t.shape.join(", ")}]`);
-    });
+    }, config.freeze);
   } finally {
     tracer.undoWrites();
   }
@@ -272,6 +294,33 @@ export function traceAt(target: Target, config: CompileConfig, args: unknown[]):
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
+
+/** Depth of plain containers searched for modules, tensors and optimizers (as fixedGuards). */
+const HELD_DEPTH = 8;
+
+/**
+ * The modules, tensors and optimizers const variables hold, directly or inside plain arrays
+ * and objects (`const state = { model, opt }`), with their paths; each object once.
+ */
+export function heldValues(fixed: readonly [string, unknown][]): [string, unknown][] {
+  const out: [string, unknown][] = [];
+  const seen = new Set<unknown>();
+  const visit = (v: unknown, path: string, depth: number): void => {
+    if (typeof v !== "object" || v === null || seen.has(v)) return;
+    seen.add(v);
+    if (v instanceof NNModule || v instanceof Tensor || v instanceof Optimizer) {
+      out.push([path, v]);
+      return;
+    }
+    if (depth >= HELD_DEPTH || !isContainer(v)) return;
+    const entries: [string | number, unknown][] = Array.isArray(v)
+      ? v.map((x, i) => [i, x])
+      : Object.entries(v);
+    for (const [k, x] of entries) visit(x, formatPath(path, [k]), depth + 1);
+  };
+  for (const [n, v] of fixed) visit(v, n, 0);
+  return out;
+}
 
 /** Argument containers as write-catching proxies over the copies the trace hands out. */
 function wrapArgs(

@@ -303,7 +303,7 @@ function install(
   let value: unknown;
   let badIndex: unknown;
   try {
-    value = runEntry(entry, args);
+    value = runEntry(entry, args, true);
   } catch (e) {
     // Bad index values are this call's fault, not the program's: the entry joins all the same.
     if (!isIndexCheckError(e)) throw e;

@@ -22,7 +22,7 @@ import type { GuardSet } from "./guards.ts";
 import type { ProgramBuild } from "./build.ts";
 import { readKeys, type TreeSpec, unflatten } from "./pytree.ts";
 import type { SizeGroup } from "./size_groups.ts";
-import type { Binding, InputSlot } from "./trace.ts";
+import type { Binding, InputSlot, PrologueAction } from "./trace.ts";
 
 export interface GraphEntry {
   readonly guards: GuardSet;
@@ -33,6 +33,8 @@ export interface GraphEntry {
   readonly outSpec: TreeSpec;
   readonly outLeaves: readonly OutLeaf[];
   readonly writes: readonly OutWrite[];
+  /** Host work before the program (optimizer steps' prepareStep), in the trace's order. */
+  readonly prologue: readonly PrologueAction[];
   readonly ops: number;
   readonly freeNames: readonly string[];
   /** Index checks, raised after the run; their results start at `checkAt`. */
@@ -72,6 +74,7 @@ export function makeEntry(
     outSpec: c.out.spec,
     outLeaves: c.outLeaves.map(remap),
     writes: c.writes.map((w) => ({ ...w, leaf: remap(w.leaf) })),
+    prologue: c.tracer.prologue,
     ops: p.ops,
     freeNames,
     checks: p.checks,
@@ -80,9 +83,14 @@ export function makeEntry(
   };
 }
 
-/** A cache hit: runs the entry's program on `args` and rebuilds the results and the writes. */
-export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
+/**
+ * A cache hit: runs the entry's program on `args` and rebuilds the results and the writes.
+ * `traced`: the call that was just traced, whose prologue (optimizer steps' host part) ran
+ * during the trace.
+ */
+export function runEntry(e: GraphEntry, args: readonly unknown[], traced = false): unknown {
   let results: EvalValue[] = [];
+  if (!traced) for (const act of e.prologue) act();
   if (e.exe) {
     const inputs = e.readers.map((r) => r(args));
     let out: EvalValue;
@@ -104,6 +112,8 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
         return readKeys(args, l.keys);
       case "state":
         return (l.owner as Record<string, unknown>)[l.key];
+      case "host":
+        return l.read();
       case "const":
         return l.value instanceof Tensor ? new Tensor(l.value.impl) : l.value;
       default: {
@@ -113,7 +123,12 @@ export function runEntry(e: GraphEntry, args: readonly unknown[]): unknown {
     }
   };
   const value = unflatten(e.outSpec, e.outLeaves.map(produce));
-  for (const w of e.writes) (w.target as Record<string, unknown>)[w.key] = produce(w.leaf);
+  for (const w of e.writes) {
+    const target = w.target as Record<string, unknown>;
+    const v = produce(w.leaf);
+    if (w.impl) (target[w.key] as Tensor).impl = (v as Tensor).impl;
+    else target[w.key] = v;
+  }
   return value;
 }
 
@@ -160,6 +175,10 @@ function bindingReader(
         const owner = slot.owner as Record<string, Tensor>;
         const key = slot.key;
         return () => operandLiteral(owner[key]!);
+      }
+      if (slot.kind === "host") {
+        const read = slot.read;
+        return () => operandLiteral(read());
       }
       const keys = slot.keys;
       return (args) => operandLiteral(readKeys(args, keys) as Tensor);

@@ -12,6 +12,7 @@ import { Module as NNModule } from "../tensor/nn/module.ts";
 import { getBackend } from "../runtime/index.ts";
 import { eagerBackendName } from "../tensor/dispatch.ts";
 import { isLazy } from "../tensor/lazy.ts";
+import { isGradEnabled } from "../tensor/autograd.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import type { Capture, Flat } from "./capture.ts";
 import type { ProgramBuild } from "./build.ts";
@@ -23,11 +24,20 @@ import type { SizeGroup } from "./size_groups.ts";
 import type { Target } from "./target.ts";
 import type { Binding, InputSlot } from "./trace.ts";
 
-const SETTING_NAMES = ["kiln.defaultBackend", "kiln.eagerBackend", "kiln.lazy"] as const;
+const SETTING_NAMES = [
+  "kiln.defaultBackend",
+  "kiln.eagerBackend",
+  "kiln.lazy",
+  "autograd.isGradEnabled()",
+] as const;
 
-/** Kiln's global settings a compiled program depends on, in SETTING_NAMES order. */
+/**
+ * Kiln's global settings a compiled program depends on, in SETTING_NAMES order. Grad mode is
+ * one (as Dynamo guards it): a step traced with grad enabled records backward's ops, and under
+ * noGrad the same code computes no gradients.
+ */
 export function settingsNow(): unknown[] {
-  return [getBackend().name, eagerBackendName(), isLazy()];
+  return [getBackend().name, eagerBackendName(), isLazy(), isGradEnabled()];
 }
 
 /** The guards of the entry for captured call `c` with program `p` (see the file comment). */
@@ -47,7 +57,12 @@ export function entryGuards(
     settings: inputs.settings,
     free: inputs.free,
     freeNames: target.analysis().perCall,
-    fixed: fixedGuards(target),
+    // A const tensor the trace made an input (an optimizer's parameter) changes value every
+    // step: its shape and dtype are guarded as an input's, not its value's identity.
+    fixed: fixedGuards(target).filter(
+      (g) => !(g.access.root === "ref" && g.access.key === "impl" &&
+        g.access.ref instanceof Tensor && c.tracer.isInput(g.access.ref)),
+    ),
     reads: c.tracer.reads,
     slots: c.tracer.slots,
     used: p.bindings,
@@ -151,6 +166,16 @@ function buildGuards(s: GuardSources): GuardSpec[] {
   const usedSlots = new Set<number>();
   for (const b of s.used) if (b.kind === "slot") usedSlots.add(b.slot);
   for (const [i, slot] of s.slots.entries()) {
+    if (slot.kind === "host") {
+      // An optimizer's tensors and gradients: read where they live, checked by dtype and shape.
+      if (slot.access === undefined || !usedSlots.has(i)) continue;
+      const access = slot.access;
+      reads.push(
+        { guard: { kind: "dtype", path: slot.path, expected: slot.dtype }, access, test: "tensor" },
+        { guard: { kind: "shape", path: slot.path, expected: [...slot.shape] }, access, test: "tensor" },
+      );
+      continue;
+    }
     if (slot.kind !== "state") continue;
     const access = { root: "ref", ref: slot.owner, key: slot.key } as const;
     if (s.freeze) {
@@ -216,8 +241,23 @@ function fixedGuards(target: Target): GuardSpec[] {
         });
       } else {
         out.push({ guard: { kind: "identity", path: p, expected: x }, access: at, test: "plain" });
-        deep(x, p, depth + 1);
+        if (x instanceof NNModule) trainingGuards(x, p);
+        else deep(x, p, depth + 1);
       }
+    }
+  };
+  /** A module's (and its submodules') train()/eval() flags. */
+  const trainingGuards = (v: NNModule, n: string): void => {
+    for (const [p, m] of v.namedModules()) {
+      out.push({
+        guard: {
+          kind: "value",
+          path: formatPath(n, p === "" ? ["training"] : [...p.split("."), "training"]),
+          expected: m.training,
+        },
+        access: { root: "ref", ref: m, key: "training" },
+        test: "plain",
+      });
     }
   };
   for (const [i, n] of a.fixed.entries()) {
@@ -229,17 +269,7 @@ function fixedGuards(target: Target): GuardSpec[] {
         test: "plain",
       });
     } else if (v instanceof NNModule) {
-      for (const [p, m] of v.namedModules()) {
-        out.push({
-          guard: {
-            kind: "value",
-            path: formatPath(n, p === "" ? ["training"] : [...p.split("."), "training"]),
-            expected: m.training,
-          },
-          access: { root: "ref", ref: m, key: "training" },
-          test: "plain",
-        });
-      }
+      trainingGuards(v, n);
     } else {
       deep(v, n, 0);
     }

@@ -198,7 +198,8 @@ function countSegments(stats: StatsCounter, before: LazyCounts): void {
 function restoreLeaf(tracer: Tracer, v: unknown, args: readonly unknown[]): unknown {
   if (v instanceof Tensor && v.impl instanceof TracedInputImpl) {
     const slot = tracer.slots[v.impl.slot]!;
-    if (slot.kind === "state") return v; // the swapped tensor itself, restored already
+    // The swapped tensor itself, restored already.
+    if (slot.kind === "state" || slot.kind === "host") return v;
     return readKeys(args, slot.keys);
   }
   return tracer.unwrap(v);
@@ -207,7 +208,7 @@ function restoreLeaf(tracer: Tracer, v: unknown, args: readonly unknown[]): unkn
 /** Values the trace wrote into modules that are still symbolic get the caller's tensors. */
 function fixWrites(tracer: Tracer, args: readonly unknown[]): void {
   for (const w of tracer.writes) {
-    if (w.value.kind !== "tensor") continue;
+    if (w.value.kind !== "tensor" || w.impl) continue;
     const t = w.value.tensor;
     if (t.impl instanceof TracedInputImpl) {
       (w.target as Record<string, unknown>)[w.key] = restoreLeaf(tracer, t, args);

@@ -105,15 +105,15 @@ export class Target {
 
   /** Modules held by const free variables: their state becomes inputs, like the root's. */
   fixedModules(): [string, NNModule][] {
+    return this.fixedValues().filter((e): e is [string, NNModule] => e[1] instanceof NNModule);
+  }
+
+  /** The values of the const free variables, by name (modules, optimizers, anything). */
+  fixedValues(): [string, unknown][] {
     const a = this.analysis();
     if (a.fixed.length === 0) return [];
     const { values } = readFreeVariables(this.fn, a.fixed);
-    const out: [string, NNModule][] = [];
-    for (const [i, n] of a.fixed.entries()) {
-      const v = values[i];
-      if (v instanceof NNModule) out.push([n, v]);
-    }
-    return out;
+    return a.fixed.map((n, i) => [n, values[i]]);
   }
 
   /** The parameter names read from the source (undefined: destructured or rest). */

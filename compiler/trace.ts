@@ -32,11 +32,15 @@ import { collectIndexChecks, type IndexCheck } from "../tensor/index_checks.ts";
 import { defaultGenerator } from "../tensor/random.ts";
 import {
   ConcreteImpl,
+  fromStorage,
   registerRealizer,
   Tensor,
   type TensorImpl,
 } from "../tensor/tensor.ts";
-import type { GuardSpec } from "./guards.ts";
+import { reshape } from "../tensor/ops/core.ts";
+import { narrow } from "../tensor/ops/shape.ts";
+import type { Optimizer, Scalars } from "../optim/optimizer.ts";
+import type { Access, GuardSpec } from "./guards.ts";
 import { formatPath, isContainer } from "./pytree.ts";
 import { formatLocation, type SourceLocation, userLocation } from "./source.ts";
 import { frameAt, locate } from "../util/user_frame.ts";
@@ -60,6 +64,19 @@ export type InputSlot =
       readonly owner: object;
       readonly key: string;
       readonly parameter: boolean;
+      readonly dtype: DType;
+      readonly shape: readonly number[];
+    }
+  | {
+      /**
+       * A tensor the code reached outside the module tree: an optimizer's parameter or state
+       * tensor, a gradient, an optimizer step's numbers. `read` gives it at call time; `access`
+       * (when set) is where its dtype and shape guards read it.
+       */
+      readonly kind: "host";
+      readonly path: string;
+      readonly read: () => Tensor;
+      readonly access: Access | undefined;
       readonly dtype: DType;
       readonly shape: readonly number[];
     };
@@ -123,7 +140,10 @@ export interface ReplayReason {
   readonly location: SourceLocation | undefined;
 }
 
-/** A write the program's run must repeat: target[key] = a result, or a primitive. */
+/**
+ * A write the program's run must repeat: target[key] = a result, or a primitive; with `impl`,
+ * target[key].impl = the result's (an in-place update of the tensor there: an optimizer's).
+ */
 export interface StateWrite {
   readonly target: object;
   readonly key: string;
@@ -132,7 +152,11 @@ export interface StateWrite {
     readonly kind: "primitive";
     readonly value: unknown;
   };
+  readonly impl?: true;
 }
+
+/** Something a compiled call runs on the host before its program: an optimizer's prepareStep. */
+export type PrologueAction = () => void;
 
 // ---- The tracer -----------------------------------------------------------------------------
 
@@ -179,10 +203,31 @@ export class Tracer {
   /** Each swapped tensor's `.grad` when the trace began (a change is an update: see below). */
   private readonly gradsBefore = new Map<Tensor, Tensor | null>();
   private readonly bufferSlots = new Set<Tensor>();
+  /** Concrete values the program took as constants (one cannot become an input later). */
+  private readonly usedAsConst = new Set<ConcreteImpl>();
+  /** Tensors whose value the program took as a constant, with that value. */
+  private readonly constTensors = new Map<Tensor, ConcreteImpl>();
+  /** Every tensor made an input (swapped), kept after restore(). */
+  private readonly inputTensors = new Set<Tensor>();
+  /** Run before the program on every compiled call, in order (optimizer steps' host part). */
+  readonly prologue: PrologueAction[] = [];
+  /** Optimizers whose step the code ran, with the name their paths start with. */
+  private readonly optimizers = new Map<Optimizer, string>();
+  private readonly gradWritten = new Set<Tensor>();
+  private readonly gradGuarded = new Set<Tensor>();
+  /** Undoes the host effects of optimizer steps (a trace at another size is not a real call). */
+  private readonly hostUndo: (() => void)[] = [];
+  /** In-place updates and `.grad` changes the code made, with the values before (undoWrites). */
+  private readonly inPlace: [Tensor, TensorImpl][] = [];
+  private readonly gradUndo: [Tensor, Tensor | null][] = [];
   private rng: Uint32Array;
   private readonly inner: DispatchMode;
 
-  constructor(lazyOptions: LazyOptions) {
+  /**
+   * `realCall`: the trace is the call itself (its effects stay); false for a trace at another
+   * size, whose host effects (optimizer step counts) are undone by undoWrites().
+   */
+  constructor(lazyOptions: LazyOptions, private readonly realCall = true) {
     // The first call's values come from one lazy program of the whole trace: no cuts.
     const max = Number.MAX_SAFE_INTEGER;
     const inner = { ...lazyOptions, maxDepth: max, maxOps: max, cutRepeats: false };
@@ -232,72 +277,292 @@ export class Tracer {
         );
         if (buffers.has(k)) this.bufferSlots.add(t);
         this.swapped.push([t, t.impl]);
-        this.gradsBefore.set(t, t.grad);
+        this.inputTensors.add(t);
+        this.gradsBefore.set(t, t.gradRaw);
         t.impl = new TracedInputImpl(slot, value);
         this.slotTensors[slot] = t;
       }
     }
   }
 
+  /** Whether `t` is (still) one of this trace's inputs, and its slot. */
+  private slotOf(t: Tensor): number | undefined {
+    const impl = t.impl;
+    return impl instanceof TracedInputImpl && this.slotTensors[impl.slot] === t ? impl.slot : undefined;
+  }
+
+  /** Whether `t` was made an input of the program (its value is read at call time). */
+  isInput(t: Tensor): boolean {
+    return this.inputTensors.has(t);
+  }
+
+  /** Whether `t`'s value is this trace's own (an op recorded here made it). */
+  private madeHere(t: Tensor): boolean {
+    return this.srcOf.has(t.impl);
+  }
+
   /**
-   * A backward()/grad() call: a compiled program does not repeat the gradient accumulation into
-   * `.grad` nor an optimizer's in-place updates yet, so such a call runs in replay mode (the
-   * user's code on every call, its tensor work fused by lazy mode), never as a program that would
-   * silently skip them.
+   * Makes tensor `t` (reached outside the module tree) an input read by `read` at call time,
+   * unless it already is one or its value was made by this trace. False when it cannot be:
+   * its value was already used as a constant.
    */
-  noteBackward(what: "backward" | "grad"): void {
+  private swapTensor(t: Tensor, path: string, read: () => Tensor, access: Access | undefined): boolean {
+    if (this.slotOf(t) !== undefined || this.madeHere(t)) return true;
+    if (!(t.impl instanceof ConcreteImpl)) return false;
+    const value = t.impl;
+    if (this.usedAsConst.has(value)) return false;
+    const slot = this.addSlot(
+      { kind: "host", path, read, access, dtype: value.dtype, shape: value.shape },
+      value,
+    );
+    this.swapped.push([t, value]);
+    this.inputTensors.add(t);
+    this.gradsBefore.set(t, t.gradRaw);
+    t.impl = new TracedInputImpl(slot, value);
+    this.slotTensors[slot] = t;
+    return true;
+  }
+
+  /**
+   * An optimizer held by a const free variable or passed as an argument: its parameters become
+   * inputs before the code runs (those of the module tree already are), so the forward reads
+   * them as the update will write them.
+   */
+  swapOptimizer(opt: Optimizer, name: string): void {
+    if (!this.optimizers.has(opt)) this.optimizers.set(opt, name);
+    opt.paramGroups.forEach((g, gi) =>
+      g.params.forEach((p, i) => {
+        const holder = { p };
+        this.swapTensor(p, `${name}.paramGroups[${gi}].params[${i}]`, () => holder.p, {
+          root: "ref",
+          ref: holder,
+          key: "p",
+        });
+      }),
+    );
+  }
+
+  /** A tensor held by a const free variable: an input, so in-place updates are outputs. */
+  swapFree(t: Tensor, name: string): void {
+    const holder = { t };
+    this.swapTensor(t, name, () => holder.t, { root: "ref", ref: holder, key: "t" });
+  }
+
+  /** The path of an input tensor (for messages and guards). */
+  private pathOfTensor(t: Tensor): string {
+    const slot = this.slotOf(t);
+    return slot !== undefined ? this.slots[slot]!.path : "a tensor";
+  }
+
+  /**
+   * An optimizer step inside the trace (optim/optimizer.ts's StepHook): the host part runs now
+   * and again before every compiled call's program (the prologue); the numbers it returns are
+   * ONE program input; the state tensors the update reads become inputs and its in-place
+   * updates outputs (noteStateUpdates). The optimizer's captureKey is guarded.
+   */
+  optimizerStep(opt: Optimizer, params: readonly Tensor[], prepare: () => number[]): Scalars {
+    const name = this.optimizers.get(opt) ?? "an optimizer";
+    if (!this.optimizers.has(opt)) this.optimizers.set(opt, name);
+    if (!this.realCall) this.hostUndo.push(opt.hostSnapshot());
+    const location = userLocation();
+    for (const p of params) {
+      if (this.slotOf(p) !== undefined || this.madeHere(p)) continue;
+      this.unreplayable.push({
+        reason:
+          `${name}.step() updates a tensor the program does not take as input (reach the ` +
+          `optimizer from a const variable or an argument, or its parameters from a module)`,
+        location,
+      });
+      break;
+    }
+    const values = prepare();
+    for (const p of params) {
+      const st = opt.state.get(p);
+      if (st === undefined) continue;
+      const base = `${name}.state[${this.pathOfTensor(p)}]`;
+      for (const [key, v] of Object.entries(st)) {
+        if (!(v instanceof Tensor)) continue;
+        const ok = this.swapTensor(v, `${base}.${key}`, () => st[key] as Tensor, {
+          root: "ref",
+          ref: st,
+          key,
+        });
+        if (!ok) {
+          this.unreplayable.push({ reason: `${base}.${key} is not a value the program can read`, location });
+        }
+      }
+    }
+    // The numbers: one float32 vector input, filled on each call by running prepare again.
+    const holder = { values };
+    const vector = (): Tensor =>
+      fromStorage("float32", [holder.values.length], Float32Array.from(holder.values));
+    const first = vector().realize();
+    const slot = this.addSlot(
+      {
+        kind: "host",
+        path: `${name}.step()'s numbers`,
+        read: vector,
+        access: undefined,
+        dtype: "float32",
+        shape: first.shape,
+      },
+      first,
+    );
+    const sym = new Tensor(new TracedInputImpl(slot, first));
+    this.slotTensors[slot] = sym;
+    this.prologue.push(() => {
+      holder.values = opt.prepareStep(params);
+    });
+    const picked = new Map<number, Tensor>();
+    return (i) => {
+      let t = picked.get(i);
+      if (t === undefined) picked.set(i, (t = reshape(narrow(sym, 0, i, 1), [])));
+      return t;
+    };
+  }
+
+  /** Host-only work inside the trace (a scheduler step): runs now and on every compiled call. */
+  hostWork(run: () => void, snapshot: () => () => void): void {
+    if (!this.realCall) this.hostUndo.push(snapshot());
+    run();
+    this.prologue.push(run);
+  }
+
+  /** A read of `t.grad` (tensor.ts's GradHook) while the code runs. */
+  gradRead(t: Tensor): void {
+    if (this.gradWritten.has(t)) return;
+    const g = t.gradRaw;
+    if (this.slotOf(t) !== undefined) {
+      if (g === null) {
+        if (this.gradGuarded.has(t)) return;
+        this.gradGuarded.add(t);
+        this.reads.push({
+          guard: { kind: "value", path: `${this.pathOfTensor(t)}.grad`, expected: null },
+          access: { root: "ref", ref: t, key: "grad" },
+          test: "plain",
+        });
+        return;
+      }
+      const path = `${this.pathOfTensor(t)}.grad`;
+      if (!this.swapTensor(g, path, () => t.gradRaw!, { root: "ref", ref: t, key: "grad" })) {
+        this.unreplayable.push({ reason: `${path} is not a value the program can read`, location: userLocation() });
+      }
+      return;
+    }
+    if (g !== null && !this.madeHere(t) && !this.madeHere(g) && this.slotOf(g) === undefined) {
+      this.unreplayable.push({
+        reason:
+          `reads the .grad of a tensor the program does not take as input (make it a ` +
+          `parameter of a module or of an optimizer the function uses)`,
+        location: userLocation(),
+      });
+    }
+  }
+
+  /** A write of `t.grad` while the code runs. */
+  gradWrite(t: Tensor): void {
+    this.gradWritten.add(t);
+    if (this.slotOf(t) !== undefined || this.madeHere(t) || this.isInput(t)) return;
     this.unreplayable.push({
       reason:
-        `computes gradients (${what === "backward" ? "backward()" : "autograd.grad"}): ` +
-        `a training step is not compiled into one program yet; it runs in replay mode`,
+        `sets the .grad of a tensor the program does not take as input (make it a parameter ` +
+        `of a module or of an optimizer the function uses)`,
       location: userLocation(),
     });
   }
 
   /**
-   * Parameters and buffers whose value the code replaced (`p.impl = ...`, what an optimizer
-   * step does) or whose `.grad` it set: a program would not repeat those updates, so the call
-   * runs in replay mode. Checked when the trace ends, before restore().
+   * What the code did to its inputs, as writes a compiled call repeats after its program:
+   * a replaced value (`p.impl = ...`, an optimizer's in-place update) is written back into the
+   * same tensor, a changed `.grad` is set (to a result, or null); the optimizers whose step ran
+   * are guarded by captureKey. Checked when the trace ends, before restore().
    */
-  noteStateUpdates(): void {
-    const updated: string[] = [];
-    const grads: string[] = [];
+  noteStateUpdates(freeze: boolean): void {
     for (const [t] of this.swapped) {
-      const path = this.slots[this.slotTensors.indexOf(t)]?.path ?? "a parameter";
-      const slot = t.impl instanceof TracedInputImpl ? t.impl.slot : undefined;
-      if (slot === undefined || this.slotTensors[slot] !== t) updated.push(path);
-      if (t.grad !== this.gradsBefore.get(t)) grads.push(`${path}.grad`);
+      const slot = this.slots[this.slotTensors.indexOf(t)];
+      const path = slot?.path ?? "a parameter";
+      if (this.slotOf(t) === undefined) {
+        if (freeze && slot?.kind === "state") {
+          this.unreplayable.push({
+            reason: `updates ${path} in place, which freeze: true folds in as a constant`,
+            location: undefined,
+          });
+        }
+        const { target, key } = this.writeTarget(t, slot);
+        this.writes.push({
+          target,
+          key,
+          path,
+          value: { kind: "tensor", tensor: new Tensor(t.impl) },
+          impl: true,
+        });
+      }
+      const g = t.gradRaw;
+      if (g !== this.gradsBefore.get(t)) {
+        this.writes.push({
+          target: t,
+          key: "grad",
+          path: `${path}.grad`,
+          value: g === null ? { kind: "primitive", value: null } : { kind: "tensor", tensor: g },
+        });
+      }
     }
-    const list = (xs: string[]) =>
-      xs.length <= 3 ? xs.join(", ") : `${xs.slice(0, 3).join(", ")} and ${xs.length - 3} more`;
-    if (updated.length > 0) {
+    for (const [t, impl] of this.constTensors) {
+      if (t.impl === impl || this.inputTensors.has(t)) continue;
       this.unreplayable.push({
-        reason: `updates the value of ${list(updated)} in place (the impl: an optimizer step): ` +
-          `a program does not repeat in-place updates yet; it runs in replay mode`,
+        reason:
+          `updates a tensor in place (its impl) whose value the program takes as a constant ` +
+          `(make it a parameter of a module, a tensor an optimizer holds, or a const variable)`,
         location: undefined,
       });
+      break;
     }
-    if (grads.length > 0) {
-      this.unreplayable.push({
-        reason: `sets ${list(grads)}: a program does not repeat it yet; it runs in replay mode`,
-        location: undefined,
+    for (const [opt, name] of this.optimizers) {
+      this.reads.push({
+        guard: { kind: "value", path: `${name}.captureKey`, expected: opt.captureKey },
+        access: { root: "ref", ref: opt, key: "captureKey" },
+        test: "plain",
       });
     }
   }
 
-  /** Puts back the values swapState replaced (always called, also after an error). */
+  /** Where an in-place update of input `t` is written back on a compiled call. */
+  private writeTarget(t: Tensor, slot: InputSlot | undefined): { target: object; key: string } {
+    if (slot?.kind === "state") return { target: slot.owner, key: slot.key };
+    if (slot?.kind === "host" && slot.access?.root === "ref" && slot.access.key !== undefined) {
+      return { target: slot.access.ref, key: String(slot.access.key) };
+    }
+    return { target: { t }, key: "t" };
+  }
+
+  /**
+   * Puts back the values swapState replaced (always called, also after an error). A value the
+   * code replaced (an in-place update) and a changed `.grad` stay, as this call's effects;
+   * undoWrites() takes them back when a program is to run the call instead.
+   */
   restore(): void {
     for (const [t, impl] of this.swapped) {
       if (t.impl instanceof TracedInputImpl || t.impl instanceof ConcreteImpl) t.impl = impl;
+      else this.inPlace.push([t, impl]);
+      const before = this.gradsBefore.get(t);
+      if (before !== undefined && t.gradRaw !== before) this.gradUndo.push([t, before]);
     }
     this.swapped.length = 0;
   }
 
   /**
-   * Puts written properties back as they were before the call: a compiled program then runs
-   * from the pre-call state and repeats the writes itself.
+   * Puts written properties, in-place updates and gradients back as they were before the call:
+   * a compiled program then runs from the pre-call state and repeats the writes itself. The
+   * host effects of optimizer steps stay for the call's own trace (its program's first run
+   * skips the prologue, which already ran) and are undone for a trace at another size.
    */
   undoWrites(): void {
+    for (const [t, impl] of this.inPlace) t.impl = impl;
+    for (const [t, g] of this.gradUndo) t.gradRaw = g;
+    this.inPlace.length = 0;
+    this.gradUndo.length = 0;
+    for (const undo of this.hostUndo.reverse()) undo();
+    this.hostUndo.length = 0;
     for (const [target, key, desc] of [...this.before].reverse()) {
       if (desc) Object.defineProperty(target, key, desc);
       else Reflect.deleteProperty(target, key);
@@ -323,6 +588,10 @@ export class Tracer {
     if (known) return { src: known, operand: o };
     if (impl instanceof ConcreteImpl) {
       const slot = this.slotByValue.get(impl);
+      if (slot === undefined) {
+        this.usedAsConst.add(impl);
+        if (!this.constTensors.has(o)) this.constTensors.set(o, impl);
+      }
       const src: Src = slot !== undefined ? { kind: "slot", slot } : { kind: "const", impl };
       return { src, operand: o };
     }

@@ -2,7 +2,7 @@
 // every group's lr from its current lr and the epoch count. Construction records base lrs
 // (`initialLr` in each group) and takes step 0, as PyTorch does.
 
-import type { Optimizer } from "./optimizer.ts";
+import { type Optimizer, runHostWork } from "./optimizer.ts";
 
 export type SchedulerStateDict = Record<string, number | number[]>;
 
@@ -26,12 +26,30 @@ export abstract class LRScheduler {
   /** Each group's next lr, given its current one (`this.lastEpoch` already advanced). */
   protected abstract nextLr(lr: number, base: number, group: number): number;
 
+  /**
+   * Advances the epoch and sets every group's lr. Host work only: inside a compiled step it
+   * runs again on every call, before the program (which reads lr as an input).
+   */
   step(): void {
+    runHostWork(() => this.advance(), () => this.snapshot());
+  }
+
+  private advance(): void {
     this.lastEpoch++;
     this.optimizer.paramGroups.forEach((g, i) => {
       g.lr = this.nextLr(g.lr as number, this.baseLrs[i], i);
     });
     this.lastLr = this.optimizer.paramGroups.map((g) => g.lr as number);
+  }
+
+  private snapshot(): () => void {
+    const { lastEpoch, lastLr } = this;
+    const lrs = this.optimizer.paramGroups.map((g) => g.lr);
+    return () => {
+      this.lastEpoch = lastEpoch;
+      this.lastLr = lastLr;
+      this.optimizer.paramGroups.forEach((g, i) => (g.lr = lrs[i]!));
+    };
   }
 
   /** The lrs the last step() set, one per group. */

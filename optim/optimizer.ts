@@ -46,9 +46,20 @@ export type Scalars = (i: number) => Tensor;
 export interface StepHook {
   /** Runs `prepare` (the host part) and says how the update reads the values it returns. */
   step(opt: Optimizer, params: readonly Tensor[], prepare: () => number[]): Scalars;
+  /**
+   * Host-only work (an LR scheduler's step): runs it now and on every compiled call, before
+   * the program; `snapshot` saves what it changes and returns what puts it back.
+   */
+  host(run: () => void, snapshot: () => () => void): void;
 }
 
 let stepHook: StepHook | undefined;
+
+/** Runs host-only training work (a scheduler step) as a compiled step must repeat it. */
+export function runHostWork(run: () => void, snapshot: () => () => void): void {
+  if (stepHook !== undefined) stepHook.host(run, snapshot);
+  else run();
+}
 
 /** Sets the optimizer-step hook (compile()'s tracer); returns the previous one. */
 export function setStepHook(h: StepHook | undefined): StepHook | undefined {
@@ -172,6 +183,27 @@ export abstract class Optimizer {
   /** The gradient `p`'s update follows: negated under `maximize`. */
   protected gradOf(p: Tensor, group: ParamGroup): Tensor {
     return this.flag(group, "maximize") ? neg(p.grad!) : p.grad!;
+  }
+
+  /**
+   * Saves the host side of the state (entries, step counts, which tensor each entry holds) and
+   * returns what puts it back, epoch included: a trace at another size runs prepareStep without
+   * being a real step (compiler/trace.ts).
+   */
+  hostSnapshot(): () => void {
+    const map = this.stateMap;
+    const entries = [...map].map(([p, st]) => [p, st, { ...st }] as const);
+    const epoch = this.stateEpoch;
+    return () => {
+      map.clear();
+      for (const [p, st, saved] of entries) {
+        for (const k of Object.keys(st)) if (!(k in saved)) delete st[k];
+        Object.assign(st, saved);
+        map.set(p, st);
+      }
+      this.stateMap = map;
+      this.stateEpoch = epoch;
+    };
   }
 
   /** A new state entry (seen by compiled steps through captureKey). */

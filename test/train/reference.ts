@@ -15,7 +15,7 @@ import {
   trainConfig,
   windows,
 } from "../../examples/training.ts";
-import { loadSafetensors } from "../../index.ts";
+import { compile, loadSafetensors, type Tensor } from "../../index.ts";
 import { ResNet, tinyConfig as resnetTiny } from "../../models/resnet.ts";
 import { AdamW } from "../../optim/index.ts";
 
@@ -85,7 +85,10 @@ function timed(steps: number, step: (s: number) => number): Run {
 }
 
 /** PyTorch's GPT-2 run again in Kiln: its init weights, batches and optimizer. */
-export function trainGPT2(mode: "eager" | "lazy", steps?: number): Run {
+/** How a run takes its steps: plain eager code, each step under lazy(), or compile(step). */
+export type TrainMode = "eager" | "lazy" | "compiled";
+
+export function trainGPT2(mode: TrainMode, steps?: number): Run & { programs: number } {
   const ref = reference("gpt2_tiny");
   const ids = readCorpus();
   const model = createModel(initWeights("gpt2_tiny"));
@@ -94,18 +97,21 @@ export function trainGPT2(mode: "eager" | "lazy", steps?: number): Run {
     weightDecay: ref.optimizer.weightDecay,
   });
   const seq = trainConfig.nPositions;
-  return timed(steps ?? ref.steps, (s) => {
+  const compiled = compile((a: Tensor, b: Tensor) => lmStep(model, opt, a, b));
+  const run = timed(steps ?? ref.steps, (s) => {
     const { x, y } = windows(ids, ref.offsets![s]!, seq);
+    if (mode === "compiled") return compiled(x, y).item() as number;
     const step = () => lmStep(model, opt, x, y);
     return mode === "lazy" ? lazyStep(model, opt, step) : (step().item() as number);
   });
+  return { ...run, programs: compiled.stats.compiles };
 }
 
 /** PyTorch's ResNet run again in Kiln; also checks that no buffer requires grad after it. */
 export function trainResNet(
-  mode: "eager" | "lazy",
+  mode: TrainMode,
   steps?: number,
-): Run & { buffersClean: boolean } {
+): Run & { buffersClean: boolean; programs: number } {
   const ref = reference("resnet_tiny");
   const model = new ResNet(resnetTiny);
   model.loadStateDict(loadSafetensors(initWeights("resnet_tiny")));
@@ -114,10 +120,16 @@ export function trainResNet(
     lr: ref.optimizer.lr,
     weightDecay: ref.optimizer.weightDecay,
   });
+  const compiled = compile((a: Tensor, b: Tensor) => classifierStep(model, opt, a, b));
   const run = timed(steps ?? ref.steps, (s) => {
     const { x, y } = imageBatch(s);
+    if (mode === "compiled") return compiled(x, y).item() as number;
     const step = () => classifierStep(model, opt, x, y);
     return mode === "lazy" ? lazyStep(model, opt, step) : (step().item() as number);
   });
-  return { ...run, buffersClean: model.buffers().every((b) => !b.requiresGrad) };
+  return {
+    ...run,
+    buffersClean: model.buffers().every((b) => !b.requiresGrad),
+    programs: compiled.stats.compiles,
+  };
 }
