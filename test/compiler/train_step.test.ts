@@ -131,6 +131,32 @@ describe("compile(trainStep) as one program", () => {
     expect(stats.recompiles).toEqual([]);
   });
 
+  it("clipGradNorm inside the step: still one program (no read-back), equal to eager", () => {
+    const make = () => {
+      const s = setup("adamw");
+      const params = [...s.l1.parameters(), ...s.l2.parameters()];
+      const step = (xb: Tensor, yb: Tensor) => {
+        const out = s.l2.forward(s.l1.forward(xb).tanh());
+        const loss = out.sub(yb).mul(out.sub(yb)).mean();
+        loss.backward();
+        const total = optim.clipGradNorm(params, 0.05);
+        s.opt.step();
+        s.opt.zeroGrad();
+        return [loss, total];
+      };
+      return { s, step };
+    };
+    const e = make();
+    const want = Array.from({ length: 4 }, () => e.step(e.s.x, e.s.y).map((t) => t.item() as number)).flat();
+    const c = make();
+    const cs = compile(c.step);
+    const got = Array.from({ length: 4 }, () => cs(c.s.x, c.s.y).map((t) => t.item() as number)).flat();
+    near(got, want);
+    expect(want[1]).toBeGreaterThan(0.05); // the clip is active
+    expect(cs.stats.mode).toBe("graph");
+    expect(cs.stats.compiles).toBe(1);
+  });
+
   it("a flag the update branches on retraces, named by captureKey", () => {
     const s = setup("sgd");
     const cs = compile(s.step);

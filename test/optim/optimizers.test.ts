@@ -134,7 +134,7 @@ describe("gradient clipping", () => {
     const a = withGrad([3, 0]);
     const b = withGrad([0, -4]);
     const none = tensor([1]); // grad null: ignored
-    expect(clipGradNorm([a, b, none], 1)).toBeCloseTo(5, 6);
+    expect(clipGradNorm([a, b, none], 1).item()).toBeCloseTo(5, 6);
     const s = 1 / (5 + 1e-6);
     values(a.grad).forEach((v, i) => expect(v).toBeCloseTo([3 * s, 0][i], 6));
     values(b.grad).forEach((v, i) => expect(v).toBeCloseTo([0, -4 * s][i], 6));
@@ -143,11 +143,11 @@ describe("gradient clipping", () => {
 
   it("leaves grads alone under maxNorm; inf and 1 norms", () => {
     const a = withGrad([1, -2, 0.5]);
-    expect(clipGradNorm([a], 10, Infinity)).toBe(2);
+    expect(clipGradNorm([a], 10, Infinity).item()).toBe(2);
     expect(values(a.grad)).toEqual([1, -2, 0.5]);
-    expect(clipGradNorm([a], 1, Infinity)).toBe(2);
+    expect(clipGradNorm([a], 1, Infinity).item()).toBe(2);
     values(a.grad).forEach((v, i) => expect(v).toBeCloseTo([0.5, -1, 0.25][i], 6));
-    expect(clipGradNorm([withGrad([1, -2, 0.5])], 100, 1)).toBeCloseTo(3.5, 6);
+    expect(clipGradNorm([withGrad([1, -2, 0.5])], 100, 1).item()).toBeCloseTo(3.5, 6);
   });
 
   it("clipGradValue clamps elementwise", () => {
