@@ -60,7 +60,8 @@ export function enableGrad<T>(fn: () => T): T {
   return withGradMode(true, fn);
 }
 
-function withGradMode<T>(on: boolean, fn: () => T): T {
+/** Runs `fn` with grad recording on or off (the state before comes back after). */
+export function withGradMode<T>(on: boolean, fn: () => T): T {
   const saved = gradEnabled;
   gradEnabled = on;
   try {
@@ -211,7 +212,17 @@ function vjpLowering(op: Lowering, wrt: readonly boolean[], given: readonly bool
     name,
     signature: op.signature,
     lower(b, inputs, attrs) {
-      const xs = inputs.slice(0, n);
+      // One instruction passed as two operands (x * x in a traced or lazy graph, where both
+      // operands are one parameter) would be differentiated once for both uses: each operand
+      // position gets an instruction of its own, so each gradient is its position's.
+      const seen = new Set<Instruction>();
+      const xs = inputs.slice(0, n).map((x) => {
+        if (!seen.has(x)) {
+          seen.add(x);
+          return x;
+        }
+        return b.copy(x);
+      });
       const cts = inputs.slice(n);
       const start = b.computation.instructions.length;
       const r = b.withMetadata({ opType: op.name }, () => op.lower(b, xs, attrs));

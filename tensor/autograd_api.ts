@@ -14,3 +14,8 @@ export {
   type BackwardOptions,
   type GradOptions,
 } from "./autograd.ts";
+export {
+  gradCheck,
+  GradCheckError,
+  type GradCheckOptions,
+} from "./grad_check.ts";

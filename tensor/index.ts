@@ -208,6 +208,8 @@ export {
   type GradOptions,
 } from "./autograd.ts";
 export * as autograd from "./autograd_api.ts";
+// Functional transforms (torch.func / JAX): func.grad, func.valueAndGrad, func.vjp, func.jvp.
+export * as func from "./func_api.ts";
 export {
   clearLazyGraphs,
   isLazy,

@@ -2,7 +2,10 @@
 // Generator (xoshiro128**, seeded through splitmix64). Like PyTorch, the default generator
 // starts from a fixed seed, so a program without `manualSeed` is still reproducible, and
 // `manualSeed(s)` restarts it. Random tensors are leaves made in JS, not IR programs: their
-// values are data, and a traced program receives them as inputs.
+// values are data, and a traced program receives them as inputs — compile()'s trace (the
+// random hook) makes each draw an input that the compiled call draws again from the same
+// generator before its program runs, so compiled code consumes the stream exactly as eager
+// code does (dropout in a compiled training step gives eager's masks).
 
 import { type AnyParam, type CallForms, p, parseArgs, problem } from "./args.ts";
 import {
@@ -113,6 +116,25 @@ export class Generator {
   }
 }
 
+/** Told of every random tensor drawn while a compile() trace runs (compiler/trace.ts). */
+export interface RandomHook {
+  /** Draws with `make` (which reads `g`) and returns the tensor the traced code sees. */
+  draw(g: Generator, make: () => Tensor): Tensor;
+}
+
+let randomHook: RandomHook | undefined;
+
+/** Sets the random hook (compile()'s tracer); returns the previous one. */
+export function setRandomHook(h: RandomHook | undefined): RandomHook | undefined {
+  const saved = randomHook;
+  randomHook = h;
+  return saved;
+}
+
+function drawn(g: Generator, make: () => Tensor): Tensor {
+  return randomHook !== undefined ? randomHook.draw(g, make) : make();
+}
+
 /** The generator random ops use unless given one. */
 export const defaultGenerator = new Generator();
 
@@ -163,7 +185,7 @@ export function rand(...args: CallForms<typeof randSig>): Tensor {
   const { size, dtype, generator } = parseArgs("rand", randSig, args);
   const g = generator ?? defaultGenerator;
   const bits = significandBits(dtype);
-  return fill("rand", dtype, size, () => g.uniform(bits));
+  return drawn(g, () => fill("rand", dtype, size, () => g.uniform(bits)));
 }
 
 const randnSig = randSig;
@@ -172,18 +194,20 @@ const randnSig = randSig;
 export function randn(...args: CallForms<typeof randnSig>): Tensor {
   const { size, dtype, generator } = parseArgs("randn", randnSig, args);
   const g = generator ?? defaultGenerator;
-  let spare: number | undefined;
-  return fill("randn", dtype, size, () => {
-    if (spare !== undefined) {
-      const v = spare;
-      spare = undefined;
-      return v;
-    }
-    const u1 = 1 - g.uniform(53); // in (0, 1], so the log is finite
-    const u2 = g.uniform(53);
-    const r = Math.sqrt(-2 * Math.log(u1));
-    spare = r * Math.sin(2 * Math.PI * u2);
-    return r * Math.cos(2 * Math.PI * u2);
+  return drawn(g, () => {
+    let spare: number | undefined;
+    return fill("randn", dtype, size, () => {
+      if (spare !== undefined) {
+        const v = spare;
+        spare = undefined;
+        return v;
+      }
+      const u1 = 1 - g.uniform(53); // in (0, 1], so the log is finite
+      const u2 = g.uniform(53);
+      const r = Math.sqrt(-2 * Math.log(u1));
+      spare = r * Math.sin(2 * Math.PI * u2);
+      return r * Math.cos(2 * Math.PI * u2);
+    });
   });
 }
 
@@ -219,7 +243,7 @@ function drawInts(
   const range = high - low;
   if (range > 2 ** 53)
     throw new ArgumentError(op, undefined, `high - low must be <= 2^53, got ${range}`);
-  return fill(op, dtype, size, () => low + g.below(range));
+  return drawn(g, () => fill(op, dtype, size, () => low + g.below(range)));
 }
 
 /** Integers uniform on [low, high): `randint(10, [3])`, `randint(-5, 5, [2, 2], { dtype })`. */

@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import {
   compile,
   explain,
+  manualSeed,
   nn,
   noGrad,
   optim,
@@ -155,6 +156,33 @@ describe("compile(trainStep) as one program", () => {
     expect(want[1]).toBeGreaterThan(0.05); // the clip is active
     expect(cs.stats.mode).toBe("graph");
     expect(cs.stats.compiles).toBe(1);
+  });
+
+  it("dropout in the step: one program, eager's masks from the same seed", () => {
+    const make = () => {
+      const s = setup("adamw");
+      const drop = new nn.Dropout(0.3);
+      const step = (xb: Tensor, yb: Tensor) => {
+        const out = s.l2.forward(drop.call(s.l1.forward(xb).tanh()));
+        const loss = out.sub(yb).mul(out.sub(yb)).mean();
+        loss.backward();
+        s.opt.step();
+        s.opt.zeroGrad();
+        return loss;
+      };
+      return { s, step };
+    };
+    const e = make();
+    manualSeed(5);
+    const want = Array.from({ length: 4 }, () => e.step(e.s.x, e.s.y).item() as number);
+    const c = make();
+    manualSeed(5);
+    const cs = compile(c.step);
+    const got = Array.from({ length: 4 }, () => cs(c.s.x, c.s.y).item() as number);
+    near(got, want);
+    expect(cs.stats.mode).toBe("graph");
+    expect(cs.stats.compiles).toBe(1);
+    near(flat(c.s.l1.weight), flat(e.s.l1.weight));
   });
 
   it("a flag the update branches on retraces, named by captureKey", () => {
