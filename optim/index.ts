@@ -18,7 +18,9 @@ export {
   LinearLR,
   LRScheduler,
   MultiStepLR,
+  SequentialLR,
   StepLR,
   type SchedulerStateDict,
+  type SequentialStateDict,
 } from "./lr_scheduler.ts";
 export { clipGradNorm, clipGradValue } from "./clip.ts";

@@ -55,10 +55,24 @@ export interface StepHook {
 
 let stepHook: StepHook | undefined;
 
-/** Runs host-only training work (a scheduler step) as a compiled step must repeat it. */
+let hostDepth = 0;
+
+/**
+ * Runs host-only training work (a scheduler step) as a compiled step must repeat it: inside a
+ * trace, once as a whole — host work it calls itself (SequentialLR stepping LinearLR) is part
+ * of it, not a second prologue action.
+ */
 export function runHostWork(run: () => void, snapshot: () => () => void): void {
-  if (stepHook !== undefined) stepHook.host(run, snapshot);
-  else run();
+  const whole = () => {
+    hostDepth++;
+    try {
+      run();
+    } finally {
+      hostDepth--;
+    }
+  };
+  if (stepHook !== undefined && hostDepth === 0) stepHook.host(whole, snapshot);
+  else whole();
 }
 
 /** Sets the optimizer-step hook (compile()'s tracer); returns the previous one. */

@@ -185,6 +185,29 @@ describe("compile(trainStep) as one program", () => {
     near(flat(c.s.l1.weight), flat(e.s.l1.weight));
   });
 
+  it("SequentialLR (warm-up, then cosine) inside the step: its host work runs once per call", () => {
+    const run = (compiled: boolean) => {
+      const s = setup("adamw");
+      const sched = new optim.SequentialLR(s.opt, [
+        new optim.LinearLR(s.opt, 0.25, 1, 3),
+        new optim.CosineAnnealingLR(s.opt, 4, 1e-3),
+      ], [3]);
+      const body = (xb: Tensor, yb: Tensor) => {
+        const loss = s.step(xb, yb);
+        sched.step();
+        return loss;
+      };
+      const f = compiled ? compile(body) : body;
+      const losses = Array.from({ length: 7 }, () => f(s.x, s.y).item() as number);
+      return { losses, lrs: sched.getLastLr(), epoch: sched.lastEpoch };
+    };
+    const e = run(false);
+    const c = run(true);
+    near(c.losses, e.losses);
+    expect(c.lrs).toEqual(e.lrs);
+    expect(c.epoch).toBe(7);
+  });
+
   it("a flag the update branches on retraces, named by captureKey", () => {
     const s = setup("sgd");
     const cs = compile(s.step);

@@ -11,6 +11,7 @@ import {
   LambdaLR,
   LinearLR,
   MultiStepLR,
+  SequentialLR,
   SGD,
   StepLR,
   type LRScheduler,
@@ -25,7 +26,7 @@ const fixture = JSON.parse(
   readFileSync(join(import.meta.dirname, "..", "fixtures", "optim.json"), "utf8"),
 ) as { schedulers: Sched[] };
 
-function make(c: Sched): { opt: SGD; sched: LRScheduler } {
+function make(c: Sched): { opt: SGD; sched: LRScheduler | SequentialLR } {
   const opt = new SGD([{ params: [tensor([0])] }, { params: [tensor([0])], lr: 0.3 }], { lr: 0.1 });
   const k = c.kwargs as Record<string, number> & { milestones: number[] };
   switch (c.scheduler) {
@@ -36,6 +37,12 @@ function make(c: Sched): { opt: SGD; sched: LRScheduler } {
     case "CosineAnnealingLR": return { opt, sched: new CosineAnnealingLR(opt, k.T_max, k.eta_min) };
     case "LambdaLR":
       return { opt, sched: new LambdaLR(opt, [(e) => 0.9 ** e, (e) => 1 / (e + 1)]) };
+    case "SequentialLR": {
+      // scripts/fixtures/gen_optim.py: a linear warm-up, then cosine annealing.
+      const warm = new LinearLR(opt, 0.2, 1, 4);
+      const cos = new CosineAnnealingLR(opt, 6, 0.01);
+      return { opt, sched: new SequentialLR(opt, [warm, cos], k.milestones) };
+    }
     default: throw new Error(c.scheduler);
   }
 }
@@ -55,16 +62,42 @@ describe("LR schedulers match PyTorch", () => {
 
   it("stateDict / loadStateDict resume a schedule", () => {
     const c = fixture.schedulers.find((s) => s.scheduler === "CosineAnnealingLR") as Sched;
-    const a = make(c);
+    const a = make(c) as { opt: SGD; sched: LRScheduler };
     for (let i = 0; i < 4; i++) a.sched.step();
     const sd = a.sched.stateDict();
     expect(sd.last_epoch).toBe(4);
-    const b = make(c);
+    const b = make(c) as { opt: SGD; sched: LRScheduler };
     b.sched.loadStateDict(sd);
     b.opt.loadStateDict(a.opt.stateDict());
     a.sched.step();
     b.sched.step();
     expect(b.sched.getLastLr()).toEqual(a.sched.getLastLr());
     expect(b.sched.getLastLr()[0]).toBeCloseTo(c.lrs[5][0], 12);
+  });
+});
+
+describe("SequentialLR", () => {
+  const c = fixture.schedulers.find((s) => s.scheduler === "SequentialLR") as Sched;
+
+  it("resumes from its state dict (its schedulers' too)", () => {
+    const a = make(c) as { opt: SGD; sched: SequentialLR };
+    for (let i = 0; i < 6; i++) a.sched.step();
+    const b = make(c) as { opt: SGD; sched: SequentialLR };
+    b.sched.loadStateDict(a.sched.stateDict());
+    b.opt.loadStateDict(a.opt.stateDict());
+    for (let i = 0; i < 3; i++) {
+      a.sched.step();
+      b.sched.step();
+      expect(b.sched.getLastLr()).toEqual(a.sched.getLastLr());
+    }
+    expect(a.sched.getLastLr()[0]).toBeCloseTo(c.lrs[9]![0]!, 12);
+  });
+
+  it("checks its arguments", () => {
+    const opt = new SGD([tensor([0])], { lr: 0.1 });
+    const other = new SGD([tensor([0])], { lr: 0.1 });
+    const warm = new LinearLR(opt, 0.5, 1, 2);
+    expect(() => new SequentialLR(opt, [warm, new StepLR(opt, 2)], [])).toThrow(/expects 1 milestone/);
+    expect(() => new SequentialLR(opt, [warm, new StepLR(other, 2)], [2])).toThrow(/another optimizer/);
   });
 });
