@@ -196,6 +196,21 @@ export function reduce(
   return b.reshape(r, keptDims(dimsOf(x), sorted));
 }
 
+/**
+ * A gradient of a broadcast result summed back to an operand's `dims` (leading dims the operand
+ * lacks, and its size-1 dims the result widened), as a broadcasting op's derivative needs.
+ */
+export function sumToShape(b: ComputationBuilder, g: Instruction, dims: readonly number[]): Instruction {
+  const gd = dimsOf(g);
+  const lead = gd.length - dims.length;
+  const red: number[] = [];
+  for (let i = 0; i < gd.length; i++) {
+    if (i < lead || (dims[i - lead] === 1 && gd[i] !== 1)) red.push(i);
+  }
+  const r = red.length > 0 ? reduce(b, g, red, "add", 0, false) : g;
+  return dimsOf(r).join() === dims.join() ? r : b.reshape(r, [...dims]);
+}
+
 /** The shape after reducing `dims` with keepdim: those dims become 1. */
 export function keptDims(shape: readonly number[], dims: readonly number[]): number[] {
   return shape.map((d, i) => (dims.includes(i) ? 1 : d));

@@ -35,6 +35,7 @@ import {
   reducedCount,
   reductionDims,
   resultTypeOf,
+  sumToShape,
 } from "../lower.ts";
 import {
   broadcastShapes,
@@ -224,6 +225,34 @@ export const relu = defineOp({
     g === undefined ? [] : [b.select(b.compare(x!, filledLike(b, x!, 0), "GT"), g, filledLike(b, g, 0))],
 });
 
+/**
+ * PyTorch's derivative of maximum/minimum (derivatives.yaml): a tie splits the gradient half
+ * and half; elsewhere the winner takes it — `wins` is the comparison under which an operand
+ * loses (self < other for maximum's self), and NaN, comparing false, gives both the gradient.
+ * The IR rule of max/min gives a tie to the first operand.
+ */
+export function extremumVjp(loses: [ComparisonDirection, ComparisonDirection]) {
+  return (
+    b: ComputationBuilder,
+    [x, y]: readonly (Instruction | undefined)[],
+    _outs: readonly Instruction[],
+    [g]: readonly (Instruction | undefined)[],
+  ): (Instruction | undefined)[] => {
+    if (g === undefined) return [];
+    const {
+      operands: [u, v],
+    } = elementwise(b, [x!, y!]);
+    const zero = filledLike(b, g, 0);
+    const shared = b.select(b.compare(u!, v!, "EQ"), b.multiply(g, filledLike(b, g, 0.5)), g);
+    const gx = b.select(b.compare(u!, v!, loses[0]), zero, shared);
+    const gy = b.select(b.compare(u!, v!, loses[1]), zero, shared);
+    return [
+      cast(b, sumToShape(b, gx, dimsOf(x!)), dtypeOf(x!)),
+      cast(b, sumToShape(b, gy, dimsOf(y!)), dtypeOf(y!)),
+    ];
+  };
+}
+
 export const maximum = defineOp({
   name: "maximum",
   signature: [p.tensor("input"), p.tensor("other")],
@@ -233,6 +262,7 @@ export const maximum = defineOp({
     } = elementwise(b, [x!, y!]);
     return b.maximum(u!, v!);
   },
+  vjp: extremumVjp(["LT", "GT"]),
 });
 
 // ---- Comparison and selection ---------------------------------------------------------------

@@ -36,6 +36,7 @@ import {
   resultTypeOf,
 } from "../lower.ts";
 import type { Tensor } from "../tensor.ts";
+import { extremumVjp } from "./core.ts";
 
 // ---- Shared lowering pieces -----------------------------------------------------------------
 
@@ -470,6 +471,7 @@ export const minimum = defineOp({
     } = elementwise(b, [x!, y!]);
     return b.minimum(u!, v!);
   },
+  vjp: extremumVjp(["GT", "LT"]),
 });
 
 // ---- Comparisons (eq and lt are in core.ts) --------------------------------------------------

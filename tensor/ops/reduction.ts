@@ -503,6 +503,18 @@ export const norm = defineOp({
     }
     return cast(b, r, t);
   },
+  // PyTorch's norm_backward: the rules' gradient, masked to 0 where the norm is 0 (the rules
+  // give 0 * (0.5 / 0) = NaN there for p = 2; a subgradient of 0, as PyTorch has it).
+  vjp(b, [input], [y], [g], { dim, keepdim }, auto) {
+    if (g === undefined) return [];
+    const [gx] = auto();
+    if (gx === undefined) return [];
+    const dims = reductionDims(b, input!, dim);
+    const kept = keepdim ? y! : b.reshape(y!, keptDims(dimsOf(input!), dims));
+    const norms = broadcastTo(b, kept, dimsOf(input!));
+    const zero = b.compare(norms, filledLike(b, norms, 0), "EQ");
+    return [b.select(zero, filledLike(b, gx, 0), gx)];
+  },
 });
 
 // ---- softmax / logSoftmax -------------------------------------------------------------------

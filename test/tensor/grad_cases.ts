@@ -43,11 +43,6 @@ export const KNOWN_WRONG: Readonly<Record<string, string>> = {};
  * shows and the entry leaves this list. Left alone here: each is the op's or the rule's to fix.
  */
 export const DIFFERS_FROM_PYTORCH: Readonly<Record<string, string>> = {
-  // passes/autodiff_rules.ts maskedPair: a tie of maximum/minimum goes to the first operand;
-  // PyTorch splits it half and half.
-  "maximum/ties": "a tie's gradient goes to the first operand (PyTorch: half to each)",
-  // norm = sqrt(sum x^2): d/dx at a zero vector is 0 * (0.5 / 0) = NaN; PyTorch masks it to 0.
-  "norm/fro_zero_row": "NaN gradient for a zero vector (PyTorch: 0)",
   // Overflow inside the formula (not in a discarded branch, which pow, softplus and elu guard):
   // mish's softplus and silu's exp(-x) for x << 0 are inf in float32, and their rules multiply
   // by it. PyTorch: 1 (or 0) in the limits.
