@@ -108,6 +108,36 @@ function fullIndex(b: ComputationBuilder, idx: Instruction, d: number): Instruct
   return pieces.length === 1 ? pieces[0]! : b.concatenate(pieces, r);
 }
 
+/**
+ * `x` with `src` added at `idx` along `d` (x[..., idx[i], ...] += src[i], idx, src and x of
+ * one rank, idx's and src's dims equal, no other dim larger than x's): scatter-add without the
+ * user-facing checks, for derivatives whose indices come from the op itself (sort's, topk's,
+ * a pooling's argmax).
+ */
+export function scatterAddAlong(
+  b: ComputationBuilder,
+  x: Instruction,
+  idx: Instruction,
+  src: Instruction,
+  d: number,
+): Instruction {
+  const is = dimsOf(idx);
+  if (numelOf(is) === 0) return x;
+  const r = is.length;
+  return b.scatter(
+    x,
+    fullIndex(b, idx, d),
+    src,
+    {
+      updateWindowDims: [],
+      insertedWindowDims: range(r),
+      scatterDimsToOperandDims: range(r),
+      indexVectorDim: r,
+    },
+    combiner(b, "add", toElementType(dtypeOf(x))),
+  );
+}
+
 /** gather/scatter need index rank = input rank (zero-dim counts as one dim, as PyTorch). */
 function checkSameRank(
   b: ComputationBuilder,

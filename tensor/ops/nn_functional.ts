@@ -24,6 +24,7 @@ import {
   problem,
 } from "../args.ts";
 import { ones } from "../creation.ts";
+import { scatterAddAlong } from "./indexing.ts";
 import {
   callOp,
   defineDecomposition,
@@ -602,6 +603,24 @@ export const maxPool2dWithIndices = defineOp({
       pick,
     );
     return [b.getTupleElement(both, 0), b.getTupleElement(both, 1)];
+  },
+  // PyTorch's max_pool2d_with_indices_backward: each output's gradient is added at the input
+  // position its index names (windows that overlap add up), within each plane.
+  vjp(b, [x], [values, indices], [g]) {
+    if (g === undefined) return [];
+    const xd = dimsOf(x!);
+    const od = dimsOf(values!);
+    const r = xd.length;
+    const plane = (dims: readonly number[]) => [...dims.slice(0, r - 2), dims[r - 2]! * dims[r - 1]!];
+    const zeros = b.broadcast(constant(b, dtypeOf(x!), 0), plane(xd), []);
+    const flat = scatterAddAlong(
+      b,
+      zeros,
+      b.reshape(indices!, plane(od)),
+      b.reshape(g, plane(od)),
+      r - 2,
+    );
+    return [b.reshape(flat, [...xd])];
   },
 });
 

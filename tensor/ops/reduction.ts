@@ -46,6 +46,7 @@ import {
   reductionDims,
 } from "../lower.ts";
 import { normalizeDim, numelOf, shapeString } from "../shape.ts";
+import { scatterAddAlong } from "./indexing.ts";
 import { Tensor } from "../tensor.ts";
 
 // ---- Values with indices --------------------------------------------------------------------
@@ -271,6 +272,33 @@ export const prod = defineOp({
     const dims = reductionDims(b, x!, dim === undefined ? undefined : [dim]);
     const acc = cast(b, cast(b, x!, outT), computeType(outT));
     return cast(b, reduce(b, acc, dims, outT === "bool" ? "and" : "mul", 1, keepdim), outT);
+  },
+  // PyTorch's prod_backward: d prod / d x_i is the product of the others — y / x_i when no
+  // element is zero; with one zero, the zero's position gets the product of the rest and the
+  // others 0; with two or more, all 0.
+  vjp(b, [input], [y], [g], { dim, keepdim }) {
+    if (g === undefined) return [];
+    const x = input!;
+    const t = dtypeOf(x);
+    const ct = computeType(t);
+    const xd = dimsOf(x);
+    const dims = reductionDims(b, x, dim === undefined ? undefined : [dim]);
+    const back = (r: Instruction) =>
+      broadcastTo(b, keepdim ? r : b.reshape(r, keptDims(xd, dims)), xd);
+    const xc = cast(b, x, ct);
+    const isZero = b.compare(xc, filledLike(b, xc, 0), "EQ");
+    const zeros = reduce(b, cast(b, isZero, ct), dims, "add", 0, true);
+    const nonZeroProd = reduce(b, b.select(isZero, filledLike(b, xc, 1), xc), dims, "mul", 1, true);
+    const gb = back(cast(b, g, ct));
+    const yb = back(cast(b, y!, ct));
+    const zb = broadcastTo(b, zeros, xd);
+    const pb = broadcastTo(b, nonZeroProd, xd);
+    const none = b.compare(zb, filledLike(b, zb, 0), "EQ");
+    const one = b.compare(zb, filledLike(b, zb, 1), "EQ");
+    const zero = filledLike(b, xc, 0);
+    const atZero = b.select(one, b.multiply(gb, pb), zero);
+    const elsewhere = b.select(none, b.divide(b.multiply(gb, yb), xc), zero);
+    return [cast(b, b.select(isZero, atZero, elsewhere), t)];
   },
 });
 
@@ -636,6 +664,7 @@ const sortOp = defineOp({
     p.bool("stable").default(false),
   ],
   lower: (b, [x], { dim, descending }) => sortLowering(b, x!, scanDim(b, x!, dim), descending),
+  vjp: (b, [x], outs, [g], { dim }) => [sortVjp(b, x!, outs[1]!, g, scanDim(b, x!, dim))],
 });
 
 const topkOp = defineOp({
@@ -662,7 +691,24 @@ const topkOp = defineOp({
     const starts = shape.map(() => 0);
     return [b.slice(values, starts, limits), b.slice(indices, starts, limits)];
   },
+  vjp: (b, [x], outs, [g], { dim }) => [sortVjp(b, x!, outs[1]!, g, scanDim(b, x!, dim))],
 });
+
+/**
+ * sort's and topk's derivative (PyTorch's value_selecting_reduction_backward): the values'
+ * gradient goes back to the positions their indices name, zeros elsewhere.
+ */
+function sortVjp(
+  b: ComputationBuilder,
+  x: Instruction,
+  indices: Instruction,
+  g: Instruction | undefined,
+  d: number | undefined,
+): Instruction | undefined {
+  if (g === undefined) return undefined;
+  if (d === undefined) return g;
+  return scatterAddAlong(b, filledLike(b, x, 0), indices, g, d);
+}
 
 /** `{ values, indices }` sorted along `dim` (NaN last ascending, first descending; stable). */
 export const sort = returningPair(sortOp);

@@ -140,6 +140,8 @@ describe("autograd.gradCheck", () => {
     // Only the inputs that require grad are checked; integers never are.
     const idx = tensor([1, 0], { dtype: "int64" });
     expect(autograd.gradCheck((a: Tensor, i: Tensor) => a.indexSelect(0, i).exp(), [x, idx])).toBe(true);
+    // sort and prod: their own derivatives (no IR rule yet), checked against the differences.
+    expect(autograd.gradCheck((a: Tensor) => [a.sort(1).values.mul(a.prod(1, true))], [x])).toBe(true);
   });
 
   it("catches an op whose own derivative is wrong, naming the input and element", () => {
