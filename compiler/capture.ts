@@ -11,6 +11,7 @@
 import { Module as NNModule } from "../tensor/nn/module.ts";
 import { setGradHook, setObserveHook, Tensor } from "../tensor/tensor.ts";
 import { Optimizer, setStepHook } from "../optim/optimizer.ts";
+import { setRandomHook } from "../tensor/random.ts";
 import { withMode, currentMode } from "../tensor/dispatch.ts";
 import { log } from "../util/log.ts";
 import type { CompileConfig } from "./config.ts";
@@ -75,6 +76,7 @@ function traceUser(
   }
   const saved = setObserveHook(hook);
   const savedGrad = setGradHook({ read: (t) => tracer.gradRead(t), write: (t) => tracer.gradWrite(t) });
+  const savedRandom = setRandomHook({ draw: (g, make) => tracer.randomDraw(g, make) });
   const savedStep = setStepHook({
     step: (o, ps, prepare) => tracer.optimizerStep(o, ps, prepare),
     host: (run, snapshot) => tracer.hostWork(run, snapshot),
@@ -87,6 +89,7 @@ function traceUser(
     setObserveHook(saved);
     setGradHook(savedGrad);
     setStepHook(savedStep);
+    setRandomHook(savedRandom);
     tracer.noteStateUpdates(freeze);
     tracer.restore();
   }

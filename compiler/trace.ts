@@ -29,7 +29,7 @@ import type { DType, Scalar } from "../tensor/dtype.ts";
 import { lazyScopeMode, type LazyOptions } from "../tensor/lazy.ts";
 import { Module as NNModule, Parameter } from "../tensor/nn/module.ts";
 import { collectIndexChecks, type IndexCheck } from "../tensor/index_checks.ts";
-import { defaultGenerator } from "../tensor/random.ts";
+import { defaultGenerator, type Generator } from "../tensor/random.ts";
 import {
   ConcreteImpl,
   fromStorage,
@@ -419,6 +419,38 @@ export class Tracer {
       if (t === undefined) picked.set(i, (t = reshape(narrow(sym, 0, i, 1), [])));
       return t;
     };
+  }
+
+  /**
+   * A random tensor drawn inside the trace (tensor/random.ts's RandomHook): an input the
+   * compiled call draws again, from the same generator and in the trace's order, before its
+   * program runs, so compiled code consumes the stream as eager code does.
+   */
+  randomDraw(g: Generator, make: () => Tensor): Tensor {
+    if (!this.realCall) {
+      const state = g.getState();
+      this.hostUndo.push(() => g.setState(state));
+    }
+    const holder = { t: make() };
+    if (g === defaultGenerator) this.rng = defaultGenerator.getState();
+    const value = holder.t.realize();
+    const slot = this.addSlot(
+      {
+        kind: "host",
+        path: `a random tensor [${value.shape.join(", ")}] drawn at ${formatLocation(userLocation())}`,
+        read: () => holder.t,
+        access: undefined,
+        dtype: value.dtype,
+        shape: value.shape,
+      },
+      value,
+    );
+    const sym = new Tensor(new TracedInputImpl(slot, value));
+    this.slotTensors[slot] = sym;
+    this.prologue.push(() => {
+      holder.t = make();
+    });
+    return sym;
   }
 
   /** Host-only work inside the trace (a scheduler step): runs now and on every compiled call. */
