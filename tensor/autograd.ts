@@ -96,7 +96,7 @@ export function detectAnomaly<T>(fn: () => T): T {
 // ---- The graph ------------------------------------------------------------------------------
 
 /** Where an operand's gradient goes. */
-type Edge =
+export type Edge =
   | { readonly node: GradNode; readonly index: number }
   | { readonly leaf: Tensor };
 
@@ -120,6 +120,11 @@ export class GradNode implements GradFn {
   values: (TensorImpl | Operand)[] | null;
   /** Non-leaf results whose .grad is kept (retainGrad), by result index. */
   retained: (Tensor | undefined)[] | undefined;
+  /**
+   * A node whose backward is JavaScript rather than a lowering (checkpoint's recomputation):
+   * the gradient of each edge from the results' cotangents.
+   */
+  custom: ((cts: readonly (Tensor | undefined)[], createGraph: boolean) => (Tensor | undefined)[]) | undefined;
 
   constructor(
     op: Lowering,
@@ -139,6 +144,7 @@ export class GradNode implements GradFn {
     this.multi = multi;
     this.frame = anomaly ? captureUserFrame() : undefined;
     this.retained = undefined;
+    this.custom = undefined;
   }
 
   /** The nodes this one sends gradients to (PyTorch's `next_functions`), leaves as null. */
@@ -521,6 +527,7 @@ function differentiate(
         `were freed: pass retainGraph: true to the first backward()`,
     );
   }
+  if (node.custom !== undefined) return node.custom(cts, createGraph);
   const wrt = node.edges.map((e) => e !== null);
   const given = node.outputs.map((_, k) => cts[k] !== undefined);
   const op = vjpLowering(node.op, wrt, given);

@@ -17,6 +17,7 @@ export { Conv1d, Conv2d, ConvTranspose2d } from "./conv.ts";
 export { BatchNorm2d, GroupNorm, LayerNorm, RMSNorm } from "./normalization.ts";
 export { Embedding } from "./sparse.ts";
 export { Dropout } from "./dropout.ts";
+export { checkpoint, uncheckpoint } from "../checkpoint.ts";
 export { GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh } from "./activation.ts";
 export { Flatten } from "./flatten.ts";
 export { AdaptiveAvgPool2d, AvgPool2d, MaxPool2d } from "./pooling.ts";

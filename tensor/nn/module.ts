@@ -509,12 +509,30 @@ function collectSlots(m: Module, prefix: string, ancestors: Set<Module>, out: Sl
   return out;
 }
 
+/** Modules whose activations are recomputed in backward (tensor/checkpoint.ts). */
+export const checkpointed = new WeakSet<Module>();
+
+type CheckpointRunner = (
+  m: Module,
+  args: readonly unknown[],
+  run: (args: readonly unknown[]) => unknown,
+) => unknown;
+
+let checkpointRunner: CheckpointRunner | undefined;
+
+/** Installs how a checkpointed module runs (tensor/checkpoint.ts, on import). */
+export function setCheckpointRunner(r: CheckpointRunner): void {
+  checkpointRunner = r;
+}
+
 /** Runs m.forward(...args), with a clear error for a module that has none. */
 export function callForward(m: Module, args: readonly unknown[]): unknown {
   const f: unknown = (m as unknown as { forward?: unknown }).forward;
   if (typeof f !== "function") {
     throw new OpError(m.className(), `has no forward method to call`);
   }
-  const list = [...args];
-  return runModuleCall(() => (f as (...a: unknown[]) => unknown).apply(m, list));
+  const run = (a: readonly unknown[]) =>
+    runModuleCall(() => (f as (...x: unknown[]) => unknown).apply(m, [...a]));
+  if (checkpointRunner !== undefined && checkpointed.has(m)) return checkpointRunner(m, args, run);
+  return run(args);
 }
