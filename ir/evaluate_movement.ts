@@ -7,7 +7,8 @@
 
 import { Literal } from "./literal.ts";
 import type { Instruction } from "./module.ts";
-import type { ArrayShape } from "./shape.ts";
+import { type ArrayShape, isBigIntType, isIntegerType } from "./shape.ts";
+import { wrapInteger } from "./element_types.ts";
 import {
   asLiteral,
   attr,
@@ -64,22 +65,15 @@ export const iotaOp: OpImpl = (instr) => {
   // iota has no operand to take an actual size from: a dynamic dim takes its bound.
   const dims = shape.dims;
   const round = roundFor(shape.type);
-  return build(shape.type, dims, (out) => {
+  const t = shape.type;
+  const wrap = isIntegerType(t) && !isBigIntType(t) ? wrapInteger(t) : undefined;
+  return build(t, dims, (out) => {
     forEachIndex(dims, (idx, linear) => {
       const v = idx[d]!;
-      switch (shape.type) {
-        case "s64":
-          out[linear] = BigInt(v);
-          break;
-        case "pred":
-          out[linear] = v !== 0 ? 1 : 0;
-          break;
-        case "u8":
-          out[linear] = v & 255;
-          break;
-        default:
-          out[linear] = round ? round(v) : v;
-      }
+      if (isBigIntType(t)) out[linear] = BigInt(v);
+      else if (t === "pred") out[linear] = v !== 0 ? 1 : 0;
+      else if (wrap) out[linear] = wrap(v);
+      else out[linear] = round ? round(v) : v;
     });
   });
 };

@@ -34,7 +34,9 @@ import {
   type ArrayShape,
   ELEMENT_TYPES,
   type ElementType,
+  isBigIntType,
   isElementType,
+  isIntegerType,
   MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
@@ -646,14 +648,14 @@ class Parser {
       this.pos += 1;
       return Number(s);
     }
-    if (type === "s32" || type === "s64" || type === "u8") {
+    if (isIntegerType(type)) {
       const s = match(RE_INT, this.text, start);
       const f = match(RE_FLOAT, this.text, start);
       if (s === undefined || (f !== undefined && f.length > s.length)) {
         this.fail(`an integer (${type} constant)`);
       }
       token = s;
-      value = type === "s64" ? BigInt(s) : Number(s);
+      value = isBigIntType(type) ? BigInt(s) : Number(s);
     } else {
       const f = match(RE_FLOAT, this.text, start);
       if (f === undefined) this.fail(`a number (${type} constant)`);

@@ -419,9 +419,16 @@ function formatElement(lit: Literal, i: number): string {
   switch (lit.type) {
     case "pred":
       return v !== 0 ? "true" : "false";
+    case "s4":
+    case "s8":
+    case "s16":
     case "s32":
     case "s64":
+    case "u4":
     case "u8":
+    case "u16":
+    case "u32":
+    case "u64":
       return v.toString();
     case "f16":
     case "bf16":

@@ -33,6 +33,8 @@ import { COMPARISON_DIRECTIONS } from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
   bf16BitsToNumber,
+  dataFromBytes,
+  dataToBytes,
   f16BitsToNumber,
   f32ToBF16Bits,
   f32ToF16Bits,
@@ -86,9 +88,16 @@ import {
 /** XLA's PrimitiveType number of each element type. */
 const PRIMITIVE_TYPE = {
   pred: PrimitiveType.PRED,
+  s4: PrimitiveType.S4,
+  s8: PrimitiveType.S8,
+  s16: PrimitiveType.S16,
   s32: PrimitiveType.S32,
   s64: PrimitiveType.S64,
+  u4: PrimitiveType.U4,
   u8: PrimitiveType.U8,
+  u16: PrimitiveType.U16,
+  u32: PrimitiveType.U32,
+  u64: PrimitiveType.U64,
   f16: PrimitiveType.F16,
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
@@ -501,11 +510,32 @@ function literalToProto(lit: Literal): LiteralProto {
     case "u8":
       p.u8s = new Uint8Array(data as Uint8Array);
       break;
+    case "u4":
+      p.u4s = new Uint8Array(data as Uint8Array);
+      break;
+    case "s8":
+      p.s8s = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+      break;
+    case "s4":
+      p.s4s = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+      break;
+    case "s16":
+      p.s16s = dataToBytes("s16", data);
+      break;
+    case "u16":
+      p.u16s = dataToBytes("u16", data);
+      break;
     case "s32":
       p.s32s = Array.from(data as Int32Array);
       break;
+    case "u32":
+      p.u32s = Array.from(data as Uint32Array);
+      break;
     case "s64":
       p.s64s = Array.from(data as BigInt64Array);
+      break;
+    case "u64":
+      p.u64s = Array.from(data as BigUint64Array);
       break;
     case "f32":
       p.f32s = Array.from(data as Float32Array);
@@ -521,9 +551,8 @@ function literalToProto(lit: Literal): LiteralProto {
       break;
     }
     case "f64":
-      // The vendored LiteralProto has no f64s field: f64 exists for the reference evaluator
-      // (float64 gradient checks), which no XLA program needs.
-      throw new ProtoError("an f64 literal has no proto form here");
+      p.f64s = Array.from(data as Float64Array);
+      break;
     default: {
       const never: never = lit.type;
       throw new ProtoError(`literal of unknown element type ${String(never)}`);
@@ -1230,20 +1259,50 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       physical = Uint8Array.from(p.preds, (b) => (b ? 1 : 0));
       break;
     case "u8":
-      got(p.u8s.length, "u8s");
-      physical = new Uint8Array(p.u8s);
+    case "u4":
+    case "s8":
+    case "s4": {
+      // One element per byte; s4/u4 keep the value's low 4 bits (sign-extended for s4).
+      const field = `${type}s` as "u8s" | "u4s" | "s8s" | "s4s";
+      const bytes = p[field];
+      got(bytes.length, field);
+      physical = dataFromBytes(type, bytes);
       break;
+    }
+    case "s16":
+    case "u16": {
+      const field = type === "s16" ? "s16s" : "u16s";
+      const bytes = p[field];
+      if (bytes.length % 2 !== 0) {
+        throw new ProtoError(`${what}: ${field} has an odd number of bytes (${bytes.length})`);
+      }
+      got(bytes.length / 2, field);
+      physical = dataFromBytes(type, bytes);
+      break;
+    }
     case "s32":
       got(p.s32s.length, "s32s");
       physical = Int32Array.from(p.s32s);
+      break;
+    case "u32":
+      got(p.u32s.length, "u32s");
+      physical = Uint32Array.from(p.u32s);
       break;
     case "s64":
       got(p.s64s.length, "s64s");
       physical = BigInt64Array.from(p.s64s);
       break;
+    case "u64":
+      got(p.u64s.length, "u64s");
+      physical = BigUint64Array.from(p.u64s);
+      break;
     case "f32":
       got(p.f32s.length, "f32s");
       physical = Float32Array.from(p.f32s);
+      break;
+    case "f64":
+      got(p.f64s.length, "f64s");
+      physical = Float64Array.from(p.f64s);
       break;
     case "f16":
     case "bf16": {
@@ -1258,8 +1317,6 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
       break;
     }
-    case "f64":
-      throw new ProtoError(`${what}: an f64 literal has no proto form here`);
     default: {
       const never: never = type;
       throw new ProtoError(`${what}: unknown element type ${String(never)}`);

@@ -3,7 +3,23 @@
 // in `dims` and sets `dynamic[i]`, exactly as XLA's ShapeProto does (`dimensions` plus
 // `is_dynamic_dimension`), so `f32[<=512,768]` is { dims: [512, 768], dynamic: [true, false] }.
 
-export const ELEMENT_TYPES = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"] as const;
+export const ELEMENT_TYPES = [
+  "pred",
+  "s4",
+  "s8",
+  "s16",
+  "s32",
+  "s64",
+  "u4",
+  "u8",
+  "u16",
+  "u32",
+  "u64",
+  "f16",
+  "bf16",
+  "f32",
+  "f64",
+] as const;
 export type ElementType = (typeof ELEMENT_TYPES)[number];
 
 export function isElementType(s: string): s is ElementType {
@@ -14,27 +30,49 @@ export function isFloatType(t: ElementType): boolean {
   return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
 }
 
+const SIGNED_INTEGERS: readonly ElementType[] = ["s4", "s8", "s16", "s32", "s64"];
+const UNSIGNED_INTEGERS: readonly ElementType[] = ["u4", "u8", "u16", "u32", "u64"];
+
 export function isIntegerType(t: ElementType): boolean {
-  return t === "s32" || t === "s64" || t === "u8";
+  return SIGNED_INTEGERS.includes(t) || UNSIGNED_INTEGERS.includes(t);
 }
 
 export function isSignedIntegerType(t: ElementType): boolean {
-  return t === "s32" || t === "s64";
+  return SIGNED_INTEGERS.includes(t);
 }
 
-/** Size in bytes of one element as stored by XLA (pred is one byte). */
+export function isUnsignedIntegerType(t: ElementType): boolean {
+  return UNSIGNED_INTEGERS.includes(t);
+}
+
+/** Integer types whose values are JavaScript bigints (s64, u64); every other type is a number. */
+export function isBigIntType(t: ElementType): t is "s64" | "u64" {
+  return t === "s64" || t === "u64";
+}
+
+/**
+ * Size in bytes of one element as stored by XLA (pred is one byte; s4 and u4 take one byte each
+ * in an XLA Literal and in a LiteralProto, unpacked).
+ */
 export function elementByteSize(t: ElementType): number {
   switch (t) {
     case "pred":
+    case "s4":
+    case "s8":
+    case "u4":
     case "u8":
       return 1;
+    case "s16":
+    case "u16":
     case "f16":
     case "bf16":
       return 2;
     case "s32":
+    case "u32":
     case "f32":
       return 4;
     case "s64":
+    case "u64":
     case "f64":
       return 8;
     default: {

@@ -7,6 +7,7 @@
 // declared shape is required and checked for consistency instead. The builder and the verifier
 // both call `inferShape`; nothing else in the IR has its own copy of these rules.
 
+import { elementInfo } from "./element_types.ts";
 import {
   COMPARISON_DIRECTIONS,
   type Attributes,
@@ -25,6 +26,7 @@ import {
   isFloatType,
   isIntegerType,
   isSignedIntegerType,
+  isUnsignedIntegerType,
   scalarShape,
   type Shape,
   shapesEqual,
@@ -89,6 +91,13 @@ export function stridedBound(bound: number, window: number, stride: number): num
 export function bitcastConvertShape(operand: ArrayShape, type: ElementType): ArrayShape {
   if (operand.type === "pred" || type === "pred") {
     throw new Error(`cannot bitcast-convert from or to pred (${operand.type} => ${type})`);
+  }
+  if (elementInfo(operand.type).bits < 8 || elementInfo(type).bits < 8) {
+    // XLA packs sub-byte types for a bitcast (two s4 per byte); Kiln stores one per byte and
+    // does not implement the packing, so it refuses rather than compute a different result.
+    throw new Error(
+      `bitcast-convert of a 4-bit type is not supported (${operand.type} => ${type})`,
+    );
   }
   const inBits = elementByteSize(operand.type) * 8;
   const outBits = elementByteSize(type) * 8;
@@ -275,10 +284,10 @@ type TypeClass = "any" | "float" | "signed" | "numeric" | "integer" | "intOrPred
 const CLASS_TEXT: { [K in TypeClass]: string } = {
   any: "any element type",
   float: "a floating-point element type (f16, bf16, f32)",
-  signed: "a signed element type (s32, s64, f16, bf16, f32)",
+  signed: "a signed element type (s4 ... s64, f16, bf16, f32, f64)",
   numeric: "a numeric element type (not pred)",
-  integer: "an integer element type (s32, s64, u8)",
-  intOrPred: "an integer or pred element type (pred, s32, s64, u8)",
+  integer: "an integer element type (s4, s8, s16, s32, s64, u4, u8, u16, u32, u64)",
+  intOrPred: "an integer or pred element type (pred, s4 ... s64, u4 ... u64)",
 };
 
 function inClass(t: ElementType, cls: TypeClass): boolean {
@@ -363,7 +372,7 @@ const compareRule: ShapeRule = (c) => {
         : ct === "SIGNED"
           ? isSignedIntegerType(t)
           : ct === "UNSIGNED"
-            ? t === "u8" || t === "pred"
+            ? isUnsignedIntegerType(t) || t === "pred"
             : false;
     if (!ok) c.fail(`comparison type ${String(ct)} does not apply to element type ${t}`);
   }

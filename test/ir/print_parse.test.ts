@@ -29,7 +29,14 @@ import {
   printSlice,
   printWindow,
 } from "../../ir/print.ts";
-import { arrayShape, type ElementType, scalarShape, tupleShape } from "../../ir/shape.ts";
+import {
+  arrayShape,
+  ELEMENT_TYPES,
+  type ElementType,
+  scalarShape,
+  tupleShape,
+} from "../../ir/shape.ts";
+import { ELEMENT_TYPE_INFO } from "../../ir/element_types.ts";
 
 /** print(parse(text)) is a fixed point of print∘parse; returns the printed text. */
 function roundTrip(text: string): string {
@@ -938,7 +945,7 @@ ENTRY e {
 
 // ---- properties ---------------------------------------------------------------------------
 
-const TYPES: readonly ElementType[] = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"];
+const TYPES: readonly ElementType[] = ELEMENT_TYPES;
 
 function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
   switch (type) {
@@ -950,6 +957,17 @@ function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
       return fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
     case "u8":
       return fc.integer({ min: 0, max: 255 });
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32": {
+      const { min, max } = ELEMENT_TYPE_INFO[type];
+      return fc.integer({ min: min as number, max: max as number });
+    }
+    case "u64":
+      return fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
     case "f16":
       return fc.integer({ min: 0, max: 0xffff }).map(f16BitsToNumber);
     case "bf16":

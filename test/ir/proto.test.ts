@@ -416,6 +416,27 @@ ENTRY %main () -> (f32[6], f16[5], bf16[4], s32[2,2], s64[3], u8[3], pred[2,2], 
       f32[2,0]{1,0} %empty2, pred[] %t, s64[] %big, f32[2,2]{0,1} %cm)
 }
 `,
+  // The integer types XLA has beyond s32, s64 and u8, and f64: each one's extremes, a column-major
+  // u16 (its data reordered on the way in), and arithmetic over them.
+  xla_types: `
+HloModule xla_types
+
+ENTRY %main (p: u32[3]) -> (s4[4], s8[3], s16[3], u4[3], u16[2,2], u32[3], u64[3], f64[3], u32[3]) {
+  %s4 = s4[4]{0} constant({-8, -1, 0, 7})
+  %s8 = s8[3]{0} constant({-128, 0, 127})
+  %s16 = s16[3]{0} constant({-32768, 1, 32767})
+  %u4 = u4[3]{0} constant({0, 9, 15})
+  %u16 = u16[2,2]{0,1} constant({ { 0, 65535 }, { 32768, 7 } })
+  %u32 = u32[3]{0} constant({0, 2147483648, 4294967295})
+  %u64 = u64[3]{0} constant({0, 9223372036854775808, 18446744073709551615})
+  %f64 = f64[3]{0} constant({0.1, -1e+300, 5e-324})
+  %p = u32[3]{0} parameter(0)
+  %sum = u32[3]{0} add(u32[3]{0} %p, u32[3]{0} %u32)
+  ROOT %tuple = (s4[4]{0}, s8[3]{0}, s16[3]{0}, u4[3]{0}, u16[2,2]{0,1}, u32[3]{0}, u64[3]{0},
+      f64[3]{0}, u32[3]{0}) tuple(s4[4]{0} %s4, s8[3]{0} %s8, s16[3]{0} %s16, u4[3]{0} %u4,
+      u16[2,2]{0,1} %u16, u32[3]{0} %u32, u64[3]{0} %u64, f64[3]{0} %f64, u32[3]{0} %sum)
+}
+`,
 };
 
 /** Every attribute of Attributes; a key missing here is a compile error. */
@@ -506,8 +527,7 @@ describe("moduleToProto → moduleFromProto prints the same HLO", () => {
     }
     expect(OPCODES.filter((op) => !ops.has(op))).toEqual([]);
     expect(ATTRIBUTE_KEYS.filter((k) => !attrs.has(k))).toEqual([]);
-    // f64 (the reference evaluator's, for float64 gradient checks) has no proto literal.
-    expect(ELEMENT_TYPES.filter((t) => t !== "f64" && !types.has(t))).toEqual([]);
+    expect(ELEMENT_TYPES.filter((t) => !types.has(t))).toEqual([]);
   });
 
   it("keeps instruction names, computation names, metadata, layouts and dynamic dims", () => {
@@ -673,7 +693,25 @@ describe("the bytes carry XLA's schema", () => {
       ],
       [
         LiteralProtoSchema,
-        { shape: 1, preds: 2, u8s: 3, s32s: 4, s64s: 5, f32s: 8, f16s: 11, bf16s: 13 },
+        {
+          shape: 1,
+          preds: 2,
+          u8s: 3,
+          s32s: 4,
+          s64s: 5,
+          u32s: 6,
+          u64s: 7,
+          f32s: 8,
+          f64s: 9,
+          tuple_literals: 10,
+          f16s: 11,
+          bf16s: 13,
+          s8s: 15,
+          u16s: 16,
+          s16s: 17,
+          s4s: 21,
+          u4s: 22,
+        },
       ],
       [PaddingConfigSchema, { dimensions: 1 }],
       [
@@ -749,6 +787,13 @@ describe("the bytes carry XLA's schema", () => {
     expect(values).toMatchObject({
       PRIMITIVE_TYPE_INVALID: 0,
       PRED: 1,
+      S4: 21,
+      S8: 2,
+      S16: 3,
+      U4: 22,
+      U16: 7,
+      U32: 8,
+      U64: 9,
       S32: 4,
       S64: 5,
       U8: 6,
@@ -1077,8 +1122,8 @@ describe("malformed bytes are rejected with a ProtoError", () => {
 
   it("a bad element type", () => {
     rejects(
-      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.S16)),
-      /instruction 'x'.*shape: unsupported element type S16/,
+      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.F8E4M3FN)),
+      /instruction 'x'.*shape: unsupported element type F8E4M3FN/,
     );
     rejects(
       edited((m) => (instr(m, "x").shape!.elementType = 99 as PrimitiveType)),

@@ -205,7 +205,10 @@ const shift = (): Cases => ({
     { operands: ["u8[]", "u8[]"], result: "u8[]" },
   ],
   bad: [
-    { operands: ["pred[2]", "pred[2]"], error: "needs an integer element type (s32, s64, u8)" },
+    {
+      operands: ["pred[2]", "pred[2]"],
+      error: "needs an integer element type (s4, s8, s16, s32, s64, u4, u8, u16, u32, u64)",
+    },
     { operands: ["f32[2]", "f32[2]"], error: "needs an integer element type" },
   ],
 });
