@@ -1,7 +1,9 @@
 // The HLO text parser: reads XLA's HLO text syntax (what ir/print.ts writes, and what XLA's own
 // parser accepts in its tests: names with or without `%`, operands with or without shapes,
 // `/* */` and `//` comments, optional signatures, computations in any order, `HloModule`
-// header attributes) into a Module. It works in two steps: the text is read into a small
+// header attributes, result shapes left out for the shape rule to infer, nested instructions as
+// operands (`add(f32[2] negate(x), y)`, emitted before their user as `negate.anon`), a scalar
+// `broadcast(x)` without `dimensions=`) into a Module. It works in two steps: the text is read into a small
 // syntax tree (so computations may be called before they are defined), then the Module is built
 // with Computation.addInstruction, taking each declared shape as given. As in XLA, an operand
 // must be defined before its use and, without an ENTRY keyword, the last computation is the
@@ -27,6 +29,7 @@ import {
   type WindowDim,
 } from "./attributes.ts";
 import { ParseError } from "./errors.ts";
+import { DECLARED_SHAPE_OPCODES, inferShape } from "./shape_inference.ts";
 import { allocate, Literal, type ScalarValue, toStored } from "./literal.ts";
 import { type Computation, type Instruction, Module } from "./module.ts";
 import { isOpcode, OPCODE_INFO, type Opcode } from "./opcodes.ts";
@@ -59,7 +62,11 @@ interface OperandAst extends NameRef {
 interface InstrAst extends NameRef {
   isRoot: boolean;
   rootPos: number;
-  shape: Shape;
+  /** The written result shape; undefined when omitted for the shape rule to infer (as XLA). */
+  shape: Shape | undefined;
+  shapePos: number;
+  /** A nested instruction written as an operand (`add(f32[2] negate(x), y)`): no name given. */
+  anonymous?: boolean;
   opcode: Opcode;
   opcodePos: number;
   operands: OperandAst[];
@@ -726,6 +733,12 @@ class Parser {
     }
     for (const slot of slots) {
       const { key, optional } = slotKey(slot);
+      if (opcode === "broadcast" && key === "dimensions" && !d.seen.has(key)) {
+        // XLA reads `broadcast(x)` without dimensions= as a broadcast of a scalar (no operand
+        // dims to map); the verifier rejects it for an operand that is not a scalar.
+        d.attrs.dimensions = [];
+        continue;
+      }
       if (!optional && !d.seen.has(key)) {
         this.failAt(end, `attribute '${key}=' (required by ${opcode})`);
       }
@@ -876,6 +889,10 @@ class Parser {
 
   // -- instructions, computations, modules --
 
+  /** Nested instructions read while reading an instruction's operands, innermost first. */
+  private nested: InstrAst[] = [];
+  private anonymousCount = 0;
+
   instruction(): InstrAst {
     this.ws();
     const rootPos = this.pos;
@@ -884,16 +901,31 @@ class Parser {
     this.expect("=", `after instruction name '${name}'`);
     this.ws();
     const shapePos = this.pos;
-    const shape = this.shape();
+    // XLA lets the result shape be left out for its shape rule to infer (`a = add(x, y)`).
+    const shape = this.atShape() ? this.shape() : undefined;
     this.ws();
     const opcodePos = this.pos;
     const opText = match(RE_OPCODE, this.text, opcodePos);
-    if (opText === undefined) this.fail("an opcode");
+    if (opText === undefined) this.fail(shape ? "an opcode" : "a shape or an opcode");
     if (!isOpcode(opText)) {
       throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
     }
-    const opcode = opText;
     this.pos += opText.length;
+    return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, opText, opcodePos);
+  }
+
+  /** The rest of an instruction after its opcode: operands, then (not nested) attributes. */
+  private instructionRest(
+    name: string,
+    pos: number,
+    isRoot: boolean,
+    rootPos: number,
+    shape: Shape | undefined,
+    shapePos: number,
+    opcode: Opcode,
+    opcodePos: number,
+    nested = false,
+  ): InstrAst {
     const d = newDraft();
     const operands: OperandAst[] = [];
     this.ws();
@@ -903,6 +935,9 @@ class Parser {
       d.attrs.parameterNumber = this.natural("a parameter number");
       this.expect(")", "after the parameter number");
     } else if (opcode === "constant") {
+      if (shape === undefined) {
+        throw this.error(shapePos, `expected the shape of constant '${name}' (it has no rule)`);
+      }
       if (shape.kind !== "array") {
         throw this.error(
           shapePos,
@@ -918,8 +953,29 @@ class Parser {
       if (!this.eat(")")) {
         for (;;) {
           this.ws();
+          const declaredPos = this.pos;
           const declared = this.atShape() ? this.shape() : undefined;
           const ref = this.name("an operand name");
+          if (this.text[this.pos] === "(" && isOpcode(ref.name)) {
+            // A nested instruction as the operand (XLA's `add(f32[2] negate(x), y)`): read
+            // it whole, emit it before this one under a name of its own.
+            const inner = this.instructionRest(
+              `\u0000anonymous${this.anonymousCount++}`,
+              ref.pos,
+              false,
+              ref.pos,
+              declared,
+              declaredPos,
+              ref.name,
+              ref.pos,
+              true,
+            );
+            this.nested.push(inner);
+            operands.push({ name: inner.name, pos: ref.pos });
+            if (this.eat(",")) continue;
+            if (this.eat(")")) break;
+            this.fail("',' or ')' after an operand");
+          }
           operands.push(declared ? { ...ref, shape: declared } : ref);
           if (this.eat(",")) continue;
           if (this.eat(")")) break;
@@ -935,13 +991,15 @@ class Parser {
         );
       }
     }
-    this.attributes(opcode, d);
+    if (!nested) this.attributes(opcode, d);
     return {
       name,
       pos,
       isRoot,
       rootPos,
       shape,
+      shapePos,
+      ...(nested ? { anonymous: true } : {}),
       opcode,
       opcodePos,
       operands,
@@ -1032,6 +1090,8 @@ class Parser {
       }
       if (this.eat("}")) break;
       const instr = this.instruction();
+      instrs.push(...this.nested);
+      this.nested = [];
       if (instr.isRoot) {
         if (rootSeen) {
           throw this.error(
@@ -1065,6 +1125,8 @@ class Parser {
       if (n === undefined) this.fail("a module name after HloModule");
       this.pos += n.length;
       name = n.replace(/^%/, "");
+      // Older XLA dumps end the header with a colon (`HloModule name:`).
+      this.eat(":");
       while (this.eat(",")) {
         this.ws();
         const key = match(RE_ATTR, this.text, this.pos);
@@ -1243,6 +1305,16 @@ function build(p: Parser, ast: ModuleAst): Module {
     }
   };
 
+  // A nested instruction is named as XLA names it: `<opcode>.anon`, suffixed if taken.
+  const anonymousName = (opcode: string): string => {
+    const base = `${opcode}.anon`;
+    if (!textNames.has(base) && !module.hasName(base)) return base;
+    for (let k = 1; ; k++) {
+      const n = `${base}.${k}`;
+      if (!textNames.has(n) && !module.hasName(n)) return n;
+    }
+  };
+
   for (const cAst of ast.comps) {
     const comp = comps.get(cAst.name)!;
     const scope = new Map<string, Instruction>();
@@ -1301,14 +1373,38 @@ function build(p: Parser, ast: ModuleAst): Module {
         }
         params.set(n, iAst);
       }
+      let shape = iAst.shape;
+      if (shape === undefined) {
+        if (DECLARED_SHAPE_OPCODES.has(iAst.opcode)) {
+          throw p.error(
+            iAst.shapePos,
+            `expected the result shape of ${iAst.opcode} '${displayName(iAst)}' (no rule ` +
+              "infers it; XLA infers only the shapes of opcodes with one)",
+          );
+        }
+        try {
+          shape = inferShape(
+            iAst.opcode,
+            operands.map((o) => o.shape),
+            iAst.attrs,
+            called,
+          );
+        } catch (e) {
+          throw p.error(
+            iAst.opcodePos,
+            `expected operands whose shapes give ${iAst.opcode} '${displayName(iAst)}' a result ` +
+              `shape (it has none written), got: ${message(e)}`,
+          );
+        }
+      }
       const instr = comp.addInstruction({
         opcode: iAst.opcode,
-        shape: iAst.shape,
+        shape,
         operands,
         attrs: iAst.attrs,
         called,
         metadata: iAst.metadata,
-        name: freshName(iAst.name),
+        name: iAst.anonymous ? anonymousName(iAst.opcode) : freshName(iAst.name),
       });
       scope.set(iAst.name, instr);
       if (iAst.isRoot) comp.root = instr;
@@ -1316,6 +1412,10 @@ function build(p: Parser, ast: ModuleAst): Module {
     if (cAst.signature) checkSignature(p, comp, cAst.signature);
   }
   return module;
+}
+
+function displayName(i: InstrAst): string {
+  return i.anonymous ? `(nested ${i.opcode})` : i.name;
 }
 
 /** A written signature must agree with the parameters and the ROOT. */

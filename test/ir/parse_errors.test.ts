@@ -93,10 +93,13 @@ const CASES: Case[] = [
     message: "(unbounded dynamic dims are not supported), got '?'",
   },
   {
+    // A left-out result shape is inferred (as XLA's parser does), except where no rule gives it.
     name: "missingShape",
-    text: M("  ROOT %c = add(%a, %b)"),
+    text: M("  ROOT %c = reshape(%a)"),
     at: [6, 13],
-    message: "expected a shape like f32[2,3], got 'add'",
+    message:
+      "expected the result shape of reshape 'c' (no rule infers it; XLA infers only the shapes " +
+      "of opcodes with one)",
   },
   {
     name: "unknownOpcode",
@@ -154,9 +157,9 @@ const CASES: Case[] = [
   },
   {
     name: "missingAttr",
-    text: M("  %s = f32[] constant(1)\n  ROOT %c = f32[2] broadcast(%s)"),
-    at: [7, 33],
-    message: "expected attribute 'dimensions=' (required by broadcast), got end of line",
+    text: M("  ROOT %c = f32[2] transpose(%a)"),
+    at: [6, 33],
+    message: "expected attribute 'dimensions=' (required by transpose), got end of line",
   },
   {
     name: "constantCount",
