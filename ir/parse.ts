@@ -40,6 +40,7 @@ import {
   isBigIntType,
   isElementType,
   isIntegerType,
+  type LayoutDetails,
   MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
@@ -539,14 +540,73 @@ class Parser {
         this.fail("',' or ']' in the shape's dimensions");
       }
     }
-    const layout = this.layout(dims.length);
-    return layout
-      ? { kind: "array", type: t, dims, dynamic, layout }
-      : { kind: "array", type: t, dims, dynamic };
+    const parsed = this.layout(dims.length);
+    if (!parsed) return { kind: "array", type: t, dims, dynamic };
+    const { order: layout, details } = parsed;
+    return details
+      ? { kind: "array", type: t, dims, dynamic, layout, layoutDetails: details }
+      : { kind: "array", type: t, dims, dynamic, layout };
   }
 
-  /** `{1,0}` after a shape's dims, when present. */
-  private layout(rank: number): number[] | undefined {
+  /** A layout's details after the `:`: tiles `T(8,128)(2,1)`, `E(bits)`, `S(memory space)`. */
+  private layoutDetails(): LayoutDetails {
+    const tiles: number[][] = [];
+    let elementSizeInBits: number | undefined;
+    let memorySpace: number | undefined;
+    for (;;) {
+      this.ws();
+      const at = this.pos;
+      const c = this.text[at];
+      if (c === "}") break;
+      const one = (what: string): number => {
+        this.pos++;
+        this.expect("(", `after ${c} in the layout`);
+        const v = this.natural(what);
+        this.expect(")", `after the layout's ${what}`);
+        return v;
+      };
+      if (c === "T") {
+        this.pos++;
+        if (this.text[this.pos] !== "(") this.fail("'(' after T in the layout");
+        while (this.text[this.pos] === "(") {
+          this.pos++;
+          const tile: number[] = [];
+          for (;;) {
+            this.ws();
+            if (this.text[this.pos] === "*") {
+              throw this.error(
+                this.pos,
+                "expected a tile size, got '*' (combined tile dims are not supported)",
+              );
+            }
+            tile.push(this.natural("a tile size"));
+            if (this.eat(",")) continue;
+            this.expect(")", "to end the tile");
+            break;
+          }
+          tiles.push(tile);
+        }
+      } else if (c === "E") {
+        elementSizeInBits = one("element size in bits");
+      } else if (c === "S") {
+        memorySpace = one("memory space");
+      } else {
+        throw this.error(
+          at,
+          `expected a layout field Kiln keeps (T(tiles), E(bits), S(memory space)), got ` +
+            this.describe(at),
+        );
+      }
+    }
+    return {
+      ...(tiles.length > 0 ? { tiles } : {}),
+      ...(elementSizeInBits !== undefined ? { elementSizeInBits } : {}),
+      ...(memorySpace !== undefined ? { memorySpace } : {}),
+    };
+  }
+
+  /** `{1,0}` or `{1,0:T(8,128)S(1)}` after a shape's dims, when present. */
+  private layout(rank: number): { order: number[]; details?: LayoutDetails } | undefined {
     const save = this.pos;
     this.ws();
     if (this.text[this.pos] !== "{") {
@@ -563,6 +623,7 @@ class Parser {
       return undefined;
     }
     const order: number[] = [];
+    let details: LayoutDetails | undefined;
     if (!this.eat("}")) {
       for (;;) {
         if (this.peek() === ":") break;
@@ -572,11 +633,8 @@ class Parser {
       }
       this.ws();
       if (this.text[this.pos] === ":") {
-        throw this.error(
-          this.pos,
-          "expected '}' to end the layout (tiled or memory-space layouts like {1,0:T(8,128)} " +
-            `are not supported), got ${this.describe(this.pos)}`,
-        );
+        this.pos++;
+        details = this.layoutDetails();
       }
       this.expect("}", "to end the layout");
     }
@@ -585,7 +643,7 @@ class Parser {
       const want = rank === 0 ? "{}" : `a permutation of 0..${rank - 1}`;
       throw this.error(open, `expected a layout that is ${want}, got {${order.join(",")}}`);
     }
-    return order;
+    return details && Object.keys(details).length > 0 ? { order, details } : { order };
   }
 
   // -- literals --

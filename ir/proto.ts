@@ -48,6 +48,7 @@ import {
   type ArrayShape,
   type ElementType,
   MAX_TUPLE_DEPTH,
+  type LayoutDetails,
   type Shape,
   shapeToString,
   ELEMENT_TYPES,
@@ -79,6 +80,7 @@ import {
   ScatterDimensionNumbersSchema,
   type ShapeProto,
   ShapeProtoSchema,
+  TileProtoSchema,
   WindowDimensionSchema,
   WindowSchema,
 } from "./proto/gen/xla_data_pb.ts";
@@ -315,8 +317,14 @@ function shapeToProto(shape: Shape, what: string, depth = 0): ShapeProto {
     isDynamicDimension: shape.dims.map((_, k) => shape.dynamic[k] ?? false),
   });
   if (shape.layout) {
+    const d = shape.layoutDetails;
     p.layout = create(LayoutProtoSchema, {
       minorToMajor: i64s(shape.layout, `${what} layout`),
+      tiles: (d?.tiles ?? []).map((t) =>
+        create(TileProtoSchema, { dimensions: i64s(t, `${what} layout tile`) }),
+      ),
+      elementSizeInBits: BigInt(d?.elementSizeInBits ?? 0),
+      memorySpace: BigInt(d?.memorySpace ?? 0),
     });
   }
   return p;
@@ -887,7 +895,13 @@ class Reader {
     const rule: OpRule = OP_RULES[opcode];
     if (!ip.shape) throw new ProtoError(`${where}: missing shape`);
     let shape = shapeFromProto(ip.shape, `${where}: shape`);
-    if (opcode === "constant" && shape.kind === "array" && shape.layout && isDefaultLayout(shape.layout)) {
+    if (
+      opcode === "constant" &&
+      shape.kind === "array" &&
+      shape.layout &&
+      !shape.layoutDetails &&
+      isDefaultLayout(shape.layout)
+    ) {
       // The writer gives every constant XLA's default layout (see instructionToProto); on a
       // constant it says nothing the literal does not, so it reads back as no layout.
       const { layout: _default, ...rest } = shape;
@@ -1022,7 +1036,19 @@ function shapeFromProto(p: ShapeProto, what: string, depth = 0): Shape {
         `permutation of the ${n} dimensions`,
     );
   }
-  return { kind: "array", type, dims, dynamic, layout };
+  const tiles = p.layout.tiles.map((t, k) =>
+    t.dimensions.map((d, j) => num(d, `${what} layout tile ${k} dimension ${j}`, 1)),
+  );
+  const elementSizeInBits = num(p.layout.elementSizeInBits, `${what} element_size_in_bits`, 0);
+  const memorySpace = num(p.layout.memorySpace, `${what} memory_space`, 0);
+  const details: LayoutDetails = {
+    ...(tiles.length > 0 ? { tiles } : {}),
+    ...(elementSizeInBits !== 0 ? { elementSizeInBits } : {}),
+    ...(memorySpace !== 0 ? { memorySpace } : {}),
+  };
+  return Object.keys(details).length > 0
+    ? { kind: "array", type, dims, dynamic, layout, layoutDetails: details }
+    : { kind: "array", type, dims, dynamic, layout };
 }
 
 function metadataFromProto(p: OpMetadata): Metadata | undefined {

@@ -91,6 +91,30 @@ export interface ArrayShape {
   readonly dynamic: readonly boolean[];
   /** Minor-to-major dimension order (`{1,0}`), when one was given. */
   readonly layout?: readonly number[];
+  /**
+   * The rest of an XLA layout after the `:` (`{1,0:T(8,128)(2,1)E(4)S(1)}`): kept, printed and
+   * written to the proto, never used by Kiln's computation. Only with `layout`.
+   */
+  readonly layoutDetails?: LayoutDetails;
+}
+
+/** XLA layout fields beyond minor_to_major that Kiln reads, keeps and writes. */
+export interface LayoutDetails {
+  /** `T(8,128)(2,1)`: the tiles, outermost first. */
+  readonly tiles?: readonly (readonly number[])[];
+  /** `E(4)`: the element size in bits. */
+  readonly elementSizeInBits?: number;
+  /** `S(1)`: the memory space. */
+  readonly memorySpace?: number;
+}
+
+/** `T(8,128)E(4)S(1)`: the text of a layout's details after the `:`. */
+export function layoutDetailsToString(d: LayoutDetails): string {
+  let s = "";
+  if (d.tiles && d.tiles.length > 0) s += `T${d.tiles.map((t) => `(${t.join(",")})`).join("")}`;
+  if (d.elementSizeInBits !== undefined) s += `E(${d.elementSizeInBits})`;
+  if (d.memorySpace !== undefined) s += `S(${d.memorySpace})`;
+  return s;
 }
 
 export interface TupleShape {
@@ -244,9 +268,11 @@ export function shapeToString(s: Shape, withLayout: boolean | "non-default" = tr
     return `(${s.elements.map((e) => shapeToString(e, withLayout)).join(", ")})`;
   }
   const dims = s.dims.map((d, i) => (s.dynamic[i] ? `<=${d}` : `${d}`)).join(",");
+  const details = s.layoutDetails ? layoutDetailsToString(s.layoutDetails) : "";
   const shown =
     s.layout !== undefined &&
-    (withLayout === true || (withLayout === "non-default" && !isDefaultLayout(s.layout)));
-  const layout = shown ? `{${s.layout!.join(",")}}` : "";
+    (withLayout === true ||
+      (withLayout === "non-default" && (details !== "" || !isDefaultLayout(s.layout))));
+  const layout = shown ? `{${s.layout!.join(",")}${details ? `:${details}` : ""}}` : "";
   return `${s.type}[${dims}]${layout}`;
 }

@@ -38,6 +38,7 @@ import {
   DotDimensionNumbersSchema,
   GatherDimensionNumbersSchema,
   LayoutProtoSchema,
+  TileProtoSchema,
   LiteralProtoSchema,
   OpMetadataSchema,
   PaddingConfig_PaddingConfigDimensionSchema,
@@ -685,7 +686,11 @@ describe("the bytes carry XLA's schema", () => {
         ShapeProtoSchema,
         { element_type: 2, dimensions: 3, tuple_shapes: 4, layout: 5, is_dynamic_dimension: 6 },
       ],
-      [LayoutProtoSchema, { minor_to_major: 1 }],
+      [
+        LayoutProtoSchema,
+        { minor_to_major: 1, tiles: 6, element_size_in_bits: 7, memory_space: 8 },
+      ],
+      [TileProtoSchema, { dimensions: 1 }],
       [ProgramShapeProtoSchema, { parameters: 1, result: 2, parameter_names: 3 }],
       [
         OpMetadataSchema,

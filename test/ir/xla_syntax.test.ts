@@ -109,4 +109,39 @@ ROOT a = add(negate(p), negate.anon)`);
     expect(m.name).toBe("named");
     roundTrips(m);
   });
+
+  it("tiled and memory-space layouts are kept, printed and written to the proto", () => {
+    const m = mod(`
+p = f32[8,4,1]{0,1,2:T(4,128)} parameter(0)
+s = u32[]{:S(2)} constant(3)
+c = f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)} copy(p)
+ROOT t = (f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)}, u32[]{:S(2)}) tuple(c, s)`);
+    const c = m.entry.instructions.find((i) => i.name === "c")!;
+    expect(c.shape).toEqual({
+      kind: "array",
+      type: "f32",
+      dims: [8, 4, 1],
+      dynamic: [false, false, false],
+      layout: [1, 2, 0],
+      layoutDetails: { tiles: [[1, 128], [2, 1]], elementSizeInBits: 32, memorySpace: 1 },
+    });
+    const text = printHlo(m);
+    expect(text).toContain("%c = f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)} copy(");
+    expect(text).toContain("%s = u32[]{:S(2)} constant(3)");
+    roundTrips(m);
+    // The details are part of the module: a different tile is a different fingerprint.
+    const other = mod(`
+p = f32[8,4,1]{0,1,2:T(8,128)} parameter(0)
+s = u32[]{:S(2)} constant(3)
+c = f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)} copy(p)
+ROOT t = (f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)}, u32[]{:S(2)}) tuple(c, s)`);
+    expect(fingerprint(other)).not.toBe(fingerprint(m));
+  });
+
+  it("a layout field Kiln does not keep is a parse error naming it", () => {
+    expect(() => mod("ROOT p = f32[2]{0:D(C)} parameter(0)")).toThrow(
+      /expected a layout field Kiln keeps \(T\(tiles\), E\(bits\), S\(memory space\)\), got 'D'/,
+    );
+    expect(() => mod("ROOT p = f32[2]{0:T(*,2)} parameter(0)")).toThrow(/combined tile dims/);
+  });
 });

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file xla_data.proto.
  */
 export const file_xla_data: GenFile = /*@__PURE__*/
-  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIiUKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDIr0BCgpTaGFwZVByb3RvEigKDGVsZW1lbnRfdHlwZRgCIAEoDjISLnhsYS5QcmltaXRpdmVUeXBlEhIKCmRpbWVuc2lvbnMYAyADKAMSHAoUaXNfZHluYW1pY19kaW1lbnNpb24YBiADKAgSJQoMdHVwbGVfc2hhcGVzGAQgAygLMg8ueGxhLlNoYXBlUHJvdG8SIAoGbGF5b3V0GAUgASgLMhAueGxhLkxheW91dFByb3RvSgQIARACUgRyYW5rInIKEVByb2dyYW1TaGFwZVByb3RvEiMKCnBhcmFtZXRlcnMYASADKAsyDy54bGEuU2hhcGVQcm90bxIfCgZyZXN1bHQYAiABKAsyDy54bGEuU2hhcGVQcm90bxIXCg9wYXJhbWV0ZXJfbmFtZXMYAyADKAki0gEKCk9wTWV0YWRhdGESFAoHb3BfdHlwZRgBIAEoCUgAiAEBEhQKB29wX25hbWUYAiABKAlIAYgBARIYCgtzb3VyY2VfZmlsZRgDIAEoCUgCiAEBEhgKC3NvdXJjZV9saW5lGAQgASgFSAOIAQESGgoNc291cmNlX2NvbHVtbhgSIAEoBUgEiAEBQgoKCF9vcF90eXBlQgoKCF9vcF9uYW1lQg4KDF9zb3VyY2VfZmlsZUIOCgxfc291cmNlX2xpbmVCEAoOX3NvdXJjZV9jb2x1bW4iqQIKDExpdGVyYWxQcm90bxIeCgVzaGFwZRgBIAEoCzIPLnhsYS5TaGFwZVByb3RvEg0KBXByZWRzGAIgAygIEgsKA3M0cxgVIAEoDBILCgNzOHMYDyABKAwSCwoDdTRzGBYgASgMEgsKA3U4cxgDIAEoDBIMCgRzMzJzGAQgAygFEgwKBHM2NHMYBSADKAMSDAoEdTMycxgGIAMoDRIMCgR1NjRzGAcgAygEEgwKBGYzMnMYCCADKAISDAoEZjY0cxgJIAMoARIpCg50dXBsZV9saXRlcmFscxgKIAMoCzIRLnhsYS5MaXRlcmFsUHJvdG8SDAoEZjE2cxgLIAEoDBINCgViZjE2cxgNIAEoDBIMCgR1MTZzGBAgASgMEgwKBHMxNnMYESABKAwiowEKD1dpbmRvd0RpbWVuc2lvbhIMCgRzaXplGAEgASgDEg4KBnN0cmlkZRgCIAEoAxITCgtwYWRkaW5nX2xvdxgDIAEoAxIUCgxwYWRkaW5nX2hpZ2gYBCABKAMSFwoPd2luZG93X2RpbGF0aW9uGAUgASgDEhUKDWJhc2VfZGlsYXRpb24YBiABKAMSFwoPd2luZG93X3JldmVyc2FsGAcgASgIIjIKBldpbmRvdxIoCgpkaW1lbnNpb25zGAEgAygLMhQueGxhLldpbmRvd0RpbWVuc2lvbiLCAQoWR2F0aGVyRGltZW5zaW9uTnVtYmVycxITCgtvZmZzZXRfZGltcxgBIAMoAxIcChRjb2xsYXBzZWRfc2xpY2VfZGltcxgCIAMoAxIXCg9zdGFydF9pbmRleF9tYXAYAyADKAMSGAoQaW5kZXhfdmVjdG9yX2RpbRgEIAEoAxIdChVvcGVyYW5kX2JhdGNoaW5nX2RpbXMYBSADKAMSIwobc3RhcnRfaW5kaWNlc19iYXRjaGluZ19kaW1zGAYgAygDItcBChdTY2F0dGVyRGltZW5zaW9uTnVtYmVycxIaChJ1cGRhdGVfd2luZG93X2RpbXMYASADKAMSHAoUaW5zZXJ0ZWRfd2luZG93X2RpbXMYAiADKAMSJAocc2NhdHRlcl9kaW1zX3RvX29wZXJhbmRfZGltcxgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEhsKE2lucHV0X2JhdGNoaW5nX2RpbXMYBSADKAMSJQodc2NhdHRlcl9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi2AIKG0NvbnZvbHV0aW9uRGltZW5zaW9uTnVtYmVycxIdChVpbnB1dF9iYXRjaF9kaW1lbnNpb24YByABKAMSHwoXaW5wdXRfZmVhdHVyZV9kaW1lbnNpb24YCCABKAMSIAoYaW5wdXRfc3BhdGlhbF9kaW1lbnNpb25zGAsgAygDEiYKHmtlcm5lbF9pbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgDIAEoAxInCh9rZXJuZWxfb3V0cHV0X2ZlYXR1cmVfZGltZW5zaW9uGAQgASgDEiEKGWtlcm5lbF9zcGF0aWFsX2RpbWVuc2lvbnMYBiADKAMSHgoWb3V0cHV0X2JhdGNoX2RpbWVuc2lvbhgJIAEoAxIgChhvdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YCiABKAMSIQoZb3V0cHV0X3NwYXRpYWxfZGltZW5zaW9ucxgMIAMoAyKZAQoTRG90RGltZW5zaW9uTnVtYmVycxIiChpsaHNfY29udHJhY3RpbmdfZGltZW5zaW9ucxgBIAMoAxIiChpyaHNfY29udHJhY3RpbmdfZGltZW5zaW9ucxgCIAMoAxIcChRsaHNfYmF0Y2hfZGltZW5zaW9ucxgDIAMoAxIcChRyaHNfYmF0Y2hfZGltZW5zaW9ucxgEIAMoAyqYAwoNUHJpbWl0aXZlVHlwZRIaChZQUklNSVRJVkVfVFlQRV9JTlZBTElEEAASCAoEUFJFRBABEgYKAlMxEB4SBgoCUzIQGhIGCgJTNBAVEgYKAlM4EAISBwoDUzE2EAMSBwoDUzMyEAQSBwoDUzY0EAUSBgoCVTEQHxIGCgJVMhAbEgYKAlU0EBYSBgoCVTgQBhIHCgNVMTYQBxIHCgNVMzIQCBIHCgNVNjQQCRIHCgNGMTYQChIHCgNGMzIQCxIICgRCRjE2EBASBwoDRjY0EAwSCgoGRjhFNU0yEBMSCgoGRjhFNE0zEBwSDAoIRjhFNE0zRk4QFBIRCg1GOEU0TTNCMTFGTlVaEBcSCgoGRjhFM000EB0SDgoKRjhFNU0yRk5VWhAYEg4KCkY4RTRNM0ZOVVoQGRIMCghGNEUyTTFGThAgEg0KCUY4RThNMEZOVRAhEgcKA0M2NBAPEggKBEMxMjgQEhIJCgVUVVBMRRANEg8KC09QQVFVRV9UWVBFEA4SCQoFVE9LRU4QERIKCgZCVUZGRVIQImIGcHJvdG8z");
+  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDKpgDCg1QcmltaXRpdmVUeXBlEhoKFlBSSU1JVElWRV9UWVBFX0lOVkFMSUQQABIICgRQUkVEEAESBgoCUzEQHhIGCgJTMhAaEgYKAlM0EBUSBgoCUzgQAhIHCgNTMTYQAxIHCgNTMzIQBBIHCgNTNjQQBRIGCgJVMRAfEgYKAlUyEBsSBgoCVTQQFhIGCgJVOBAGEgcKA1UxNhAHEgcKA1UzMhAIEgcKA1U2NBAJEgcKA0YxNhAKEgcKA0YzMhALEggKBEJGMTYQEBIHCgNGNjQQDBIKCgZGOEU1TTIQExIKCgZGOEU0TTMQHBIMCghGOEU0TTNGThAUEhEKDUY4RTRNM0IxMUZOVVoQFxIKCgZGOEUzTTQQHRIOCgpGOEU1TTJGTlVaEBgSDgoKRjhFNE0zRk5VWhAZEgwKCEY0RTJNMUZOECASDQoJRjhFOE0wRk5VECESBwoDQzY0EA8SCAoEQzEyOBASEgkKBVRVUExFEA0SDwoLT1BBUVVFX1RZUEUQDhIJCgVUT0tFThAREgoKBkJVRkZFUhAiYgZwcm90bzM");
 
 /**
  * Edge and interior padding of a pad instruction, per dimension.
@@ -85,6 +85,27 @@ export type LayoutProto = Message<"xla.LayoutProto"> & {
    * @generated from field: repeated int64 minor_to_major = 1;
    */
   minorToMajor: bigint[];
+
+  /**
+   * The tiles of a tiled layout, outermost first (text `T(8,128)(2,1)`).
+   *
+   * @generated from field: repeated xla.TileProto tiles = 6;
+   */
+  tiles: TileProto[];
+
+  /**
+   * The element size in bits, when not the type's (text `E(4)`); 0: the type's.
+   *
+   * @generated from field: int64 element_size_in_bits = 7;
+   */
+  elementSizeInBits: bigint;
+
+  /**
+   * The memory space (text `S(1)`); 0: the default one.
+   *
+   * @generated from field: int64 memory_space = 8;
+   */
+  memorySpace: bigint;
 };
 
 /**
@@ -93,6 +114,25 @@ export type LayoutProto = Message<"xla.LayoutProto"> & {
  */
 export const LayoutProtoSchema: GenMessage<LayoutProto> = /*@__PURE__*/
   messageDesc(file_xla_data, 1);
+
+/**
+ * One tile of a tiled layout: its sizes, major to minor.
+ *
+ * @generated from message xla.TileProto
+ */
+export type TileProto = Message<"xla.TileProto"> & {
+  /**
+   * @generated from field: repeated int64 dimensions = 1;
+   */
+  dimensions: bigint[];
+};
+
+/**
+ * Describes the message xla.TileProto.
+ * Use `create(TileProtoSchema)` to create a new message.
+ */
+export const TileProtoSchema: GenMessage<TileProto> = /*@__PURE__*/
+  messageDesc(file_xla_data, 2);
 
 /**
  * An array shape (element type, dimensions, dynamic flags, layout) or a tuple shape.
@@ -139,7 +179,7 @@ export type ShapeProto = Message<"xla.ShapeProto"> & {
  * Use `create(ShapeProtoSchema)` to create a new message.
  */
 export const ShapeProtoSchema: GenMessage<ShapeProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 2);
+  messageDesc(file_xla_data, 3);
 
 /**
  * Parameter and result shapes of a computation.
@@ -168,7 +208,7 @@ export type ProgramShapeProto = Message<"xla.ProgramShapeProto"> & {
  * Use `create(ProgramShapeProtoSchema)` to create a new message.
  */
 export const ProgramShapeProtoSchema: GenMessage<ProgramShapeProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 3);
+  messageDesc(file_xla_data, 4);
 
 /**
  * The frontend op and source location that produced an instruction. Kiln marks the fields
@@ -209,7 +249,7 @@ export type OpMetadata = Message<"xla.OpMetadata"> & {
  * Use `create(OpMetadataSchema)` to create a new message.
  */
 export const OpMetadataSchema: GenMessage<OpMetadata> = /*@__PURE__*/
-  messageDesc(file_xla_data, 4);
+  messageDesc(file_xla_data, 5);
 
 /**
  * A constant's value. The data field matching shape.element_type holds the elements in the
@@ -310,7 +350,7 @@ export type LiteralProto = Message<"xla.LiteralProto"> & {
  * Use `create(LiteralProtoSchema)` to create a new message.
  */
 export const LiteralProtoSchema: GenMessage<LiteralProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 5);
+  messageDesc(file_xla_data, 6);
 
 /**
  * @generated from message xla.WindowDimension
@@ -363,7 +403,7 @@ export type WindowDimension = Message<"xla.WindowDimension"> & {
  * Use `create(WindowDimensionSchema)` to create a new message.
  */
 export const WindowDimensionSchema: GenMessage<WindowDimension> = /*@__PURE__*/
-  messageDesc(file_xla_data, 6);
+  messageDesc(file_xla_data, 7);
 
 /**
  * The window of a convolution or reduce-window.
@@ -382,7 +422,7 @@ export type Window = Message<"xla.Window"> & {
  * Use `create(WindowSchema)` to create a new message.
  */
 export const WindowSchema: GenMessage<Window> = /*@__PURE__*/
-  messageDesc(file_xla_data, 7);
+  messageDesc(file_xla_data, 8);
 
 /**
  * @generated from message xla.GatherDimensionNumbers
@@ -424,7 +464,7 @@ export type GatherDimensionNumbers = Message<"xla.GatherDimensionNumbers"> & {
  * Use `create(GatherDimensionNumbersSchema)` to create a new message.
  */
 export const GatherDimensionNumbersSchema: GenMessage<GatherDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 8);
+  messageDesc(file_xla_data, 9);
 
 /**
  * @generated from message xla.ScatterDimensionNumbers
@@ -466,7 +506,7 @@ export type ScatterDimensionNumbers = Message<"xla.ScatterDimensionNumbers"> & {
  * Use `create(ScatterDimensionNumbersSchema)` to create a new message.
  */
 export const ScatterDimensionNumbersSchema: GenMessage<ScatterDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 9);
+  messageDesc(file_xla_data, 10);
 
 /**
  * @generated from message xla.ConvolutionDimensionNumbers
@@ -523,7 +563,7 @@ export type ConvolutionDimensionNumbers = Message<"xla.ConvolutionDimensionNumbe
  * Use `create(ConvolutionDimensionNumbersSchema)` to create a new message.
  */
 export const ConvolutionDimensionNumbersSchema: GenMessage<ConvolutionDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 10);
+  messageDesc(file_xla_data, 11);
 
 /**
  * @generated from message xla.DotDimensionNumbers
@@ -555,7 +595,7 @@ export type DotDimensionNumbers = Message<"xla.DotDimensionNumbers"> & {
  * Use `create(DotDimensionNumbersSchema)` to create a new message.
  */
 export const DotDimensionNumbersSchema: GenMessage<DotDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 11);
+  messageDesc(file_xla_data, 12);
 
 /**
  * Element types. Kiln uses PRED, S32, S64, U8, F16, BF16, F32 and TUPLE; the rest are listed so

@@ -1,0 +1,27 @@
+// Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
+// taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
+// a scalar broadcast without dimensions=. test/xla/xla.test.ts checks XLA loads what Kiln
+// makes of each and that XLA's own print and proto of it read back into the same module.
+
+export const XLA_DIALECT_MODULES: Record<string, string> = {
+  layouts: `HloModule layouts
+
+ENTRY e {
+  p = f32[8,4,1]{0,1,2:T(4,128)} parameter(0)
+  s = u32[]{:S(2)} constant(3)
+  c = f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)} copy(p)
+  ROOT t = (f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)}, u32[]{:S(2)}) tuple(c, s)
+}
+`,
+  inferred_nested: `HloModule inferred_nested:
+
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  z = f32[] constant(0)
+  b = f32[2,3] broadcast(z)
+  t = transpose(p), dimensions={1,0}
+  m = maximum(p, b)
+  ROOT r = tuple(f32[3,2] negate(t), add(exponential(m), p))
+}
+`,
+};
