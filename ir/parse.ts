@@ -9,7 +9,7 @@
 // must be defined before its use and, without an ENTRY keyword, the last computation is the
 // entry. A Module's instruction names are module-wide, so a name reused in another computation
 // gets a fresh `.N` suffix. XLA attributes that do not change what a program computes here
-// (IGNORED_ATTRS: sharding, frontend_attributes, ...) are read and dropped; any other unknown
+// (IGNORED_ATTRS: statistics, control-predecessors, ...) are read and dropped; any other unknown
 // attribute is an error. Every failure is a ParseError with the line and column and what was
 // expected there; the verifier is not run.
 
@@ -29,6 +29,7 @@ import {
   type WindowDim,
 } from "./attributes.ts";
 import { ParseError } from "./errors.ts";
+import { parseSharding, shardingToString } from "./sharding.ts";
 import { DECLARED_SHAPE_OPCODES, inferShape } from "./shape_inference.ts";
 import { allocate, Literal, type ScalarValue, toStored } from "./literal.ts";
 import { type Computation, type Instruction, Module } from "./module.ts";
@@ -136,8 +137,6 @@ function newDraft(): Draft {
 
 /** XLA attributes that Kiln reads and drops: they do not change what a program computes here. */
 const IGNORED_ATTRS: ReadonlySet<string> = new Set([
-  "sharding",
-  "frontend_attributes",
   "statistics",
   "parameter_replication",
   "origin",
@@ -158,7 +157,12 @@ const IGNORED_METADATA: ReadonlySet<string> = new Set([
 ]);
 
 const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
-const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
+const GLOBAL_ATTRS: readonly AttrKey[] = [
+  "sharding",
+  "frontend_attributes",
+  "backend_config",
+  "metadata",
+];
 const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
 const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
 /** The largest finite value of each float type, for the out-of-range message. */
@@ -430,6 +434,32 @@ class Parser {
   }
 
   /** Skips one attribute value: a balanced {...}/(...)/[...], a string, or a word. */
+  /** `{key="value", key2={braced text}}`: frontend attributes, sorted by key. */
+  frontendAttributes(): [string, string][] {
+    this.expect("{", "to open frontend_attributes");
+    const out = new Map<string, string>();
+    if (!this.eat("}")) {
+      for (;;) {
+        this.ws();
+        const keyPos = this.pos;
+        const key = match(/[A-Za-z0-9_.-]+/y, this.text, keyPos);
+        if (key === undefined) this.fail("a frontend attribute name");
+        this.pos += key.length;
+        this.expect("=", `after frontend attribute '${key}'`);
+        this.ws();
+        const value = this.text[this.pos] === "{" ? this.skipBalanced() : this.string();
+        if (out.has(key)) {
+          throw this.error(keyPos, `expected each frontend attribute once, got '${key}' again`);
+        }
+        out.set(key, value);
+        if (this.eat(",")) continue;
+        this.expect("}", "to close frontend_attributes");
+        break;
+      }
+    }
+    return [...out].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
   skipValue(): void {
     this.ws();
     const open = this.text[this.pos] ?? "";
@@ -1326,6 +1356,17 @@ const ATTR_PARSERS = {
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
   backend_config: (p, d) => {
     d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
+  },
+  sharding: (p, d) => {
+    if (p.peek() !== "{") p.fail("a sharding in braces ({replicated}, {maximal device=0}, ...)");
+    const raw = p.skipBalanced();
+    const s = parseSharding(raw);
+    d.attrs.sharding = s ? shardingToString(s) : raw;
+  },
+  frontend_attributes: (p, d) => {
+    // `frontend_attributes={}` is none, as in XLA (whose proto always carries an empty one).
+    const attrs = p.frontendAttributes();
+    if (attrs.length > 0) d.attrs.frontendAttributes = attrs;
   },
   metadata: (p, d) => p.metadata(d),
 } satisfies { [K in AttrKey]: (p: Parser, d: Draft) => void };

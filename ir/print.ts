@@ -78,6 +78,8 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "sharding",
+  "frontend_attributes",
   "backend_config",
   "metadata",
 ] as const;
@@ -289,6 +291,12 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  sharding: (i) =>
+    i.attrs.sharding === undefined ? undefined : { text: i.attrs.sharding, isDefault: false },
+  frontend_attributes: (i) =>
+    i.attrs.frontendAttributes === undefined
+      ? undefined
+      : { text: printFrontendAttributes(i.attrs.frontendAttributes), isDefault: false },
   backend_config: (i) =>
     i.attrs.backendConfig === undefined
       ? undefined
@@ -346,6 +354,15 @@ export function printMetadata(m: Metadata): string {
 }
 
 /** A double-quoted string with C escapes (`\"`, `\\`, `\n`, `\t`, octal for other controls). */
+/**
+ * `{a="x",b={n = 1 : i32}}`: XLA's text of frontend attributes; a value that is itself a braced
+ * text (XLA's composite.attributes) is written as is, every other one quoted.
+ */
+export function printFrontendAttributes(attrs: readonly (readonly [string, string])[]): string {
+  const v = (s: string) => (s.startsWith("{") && s.endsWith("}") ? s : quoteString(s));
+  return `{${attrs.map(([k, x]) => `${k}=${v(x)}`).join(",")}}`;
+}
+
 export function quoteString(s: string): string {
   let out = '"';
   for (const ch of s) {
@@ -554,7 +571,7 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
     if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
   }
-  const extra: AttrKey[] = ["backend_config"];
+  const extra: AttrKey[] = ["sharding", "frontend_attributes", "backend_config"];
   if (options.metadata ?? true) extra.push("metadata");
   for (const key of extra) {
     const p = ATTR_PRINTERS[key](instr, n);

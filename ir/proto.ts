@@ -32,6 +32,14 @@ import type {
 import { COMPARISON_DIRECTIONS } from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
+  lastTileTypeNumber,
+  lastTileTypeOf,
+  parseSharding,
+  SHARDING_TYPE,
+  type Sharding,
+  shardingToString,
+} from "./sharding.ts";
+import {
   bf16BitsToNumber,
   dataFromBytes,
   dataToBytes,
@@ -80,6 +88,9 @@ import {
   ScatterDimensionNumbersSchema,
   type ShapeProto,
   ShapeProtoSchema,
+  FrontendAttributesSchema,
+  type OpSharding,
+  OpShardingSchema,
   TileProtoSchema,
   WindowDimensionSchema,
   WindowSchema,
@@ -474,6 +485,21 @@ function instructionToProto(
   if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
   if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
   if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
+  if (a.sharding !== undefined) {
+    const s = parseSharding(a.sharding);
+    if (!s) {
+      throw new ProtoError(
+        `${at("sharding")}: the sharding ${a.sharding} has no proto form here (Kiln writes ` +
+          "replicated, manual, unknown, maximal, tiled and iota shardings and tuples of them)",
+      );
+    }
+    p.sharding = shardingToProto(s);
+  }
+  if (a.frontendAttributes !== undefined) {
+    p.frontendAttributes = create(FrontendAttributesSchema, {
+      map: Object.fromEntries(a.frontendAttributes),
+    });
+  }
   const m = metadataToProto(instr.metadata, at("metadata"));
   if (m) p.metadata = m;
   return p;
@@ -1244,7 +1270,94 @@ function readAttributes(
       throw new ProtoError(`${where}: backend_config is not valid UTF-8`);
     }
   }
+  if (p.sharding) a.sharding = shardingToString(shardingFromProto(p.sharding, `${where} sharding`));
+  // XLA writes an empty frontend_attributes on every instruction: empty means none.
+  if (p.frontendAttributes && Object.keys(p.frontendAttributes.map).length > 0) {
+    const entries = Object.entries(p.frontendAttributes.map);
+    a.frontendAttributes = entries.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  }
   return a;
+}
+
+function shardingToProto(s: Sharding): OpSharding {
+  switch (s.kind) {
+    case "replicated":
+    case "manual":
+    case "unknown":
+      return create(OpShardingSchema, { type: SHARDING_TYPE[s.kind] });
+    case "maximal":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.maximal,
+        tileAssignmentDevices: [BigInt(s.device)],
+      });
+    case "tuple":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.tuple,
+        tupleShardings: s.elements.map(shardingToProto),
+      });
+    case "tiled":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.other,
+        tileAssignmentDimensions: s.dims.map(BigInt),
+        tileAssignmentDevices: (s.devices ?? []).map(BigInt),
+        iotaReshapeDims: (s.iotaReshape ?? []).map(BigInt),
+        iotaTransposePerm: [...(s.iotaTranspose ?? [])],
+        replicateOnLastTileDim: s.lastTileDimReplicate ?? false,
+        lastTileDims: (s.lastTileDims ?? []).map(lastTileTypeNumber),
+      });
+    default: {
+      const never: never = s;
+      throw new ProtoError(`unknown sharding ${String(never)}`);
+    }
+  }
+}
+
+function shardingFromProto(p: OpSharding, what: string, depth = 0): Sharding {
+  if (depth > MAX_TUPLE_DEPTH) throw new ProtoError(`${what}: nested too deeply`);
+  const ints = (v: readonly bigint[], f: string) => v.map((x, k) => num(x, `${what} ${f}[${k}]`));
+  switch (p.type) {
+    case SHARDING_TYPE.replicated:
+      return { kind: "replicated" };
+    case SHARDING_TYPE.manual:
+      return { kind: "manual" };
+    case SHARDING_TYPE.unknown:
+      return { kind: "unknown" };
+    case SHARDING_TYPE.maximal: {
+      if (p.tileAssignmentDevices.length !== 1) {
+        throw new ProtoError(`${what}: a maximal sharding needs one device`);
+      }
+      return { kind: "maximal", device: num(p.tileAssignmentDevices[0]!, `${what} device`, 0) };
+    }
+    case SHARDING_TYPE.tuple:
+      return {
+        kind: "tuple",
+        elements: p.tupleShardings.map((t, k) =>
+          shardingFromProto(t, `${what} tuple element ${k}`, depth + 1),
+        ),
+      };
+    case SHARDING_TYPE.other: {
+      const lastTileDims = p.lastTileDims.map((t) => {
+        const name = lastTileTypeOf(t);
+        if (name === undefined) throw new ProtoError(`${what}: unknown last_tile_dims type ${t}`);
+        return name;
+      });
+      const iota = p.iotaReshapeDims.length > 0;
+      return {
+        kind: "tiled",
+        dims: ints(p.tileAssignmentDimensions, "tile_assignment_dimensions"),
+        ...(iota
+          ? {
+              iotaReshape: ints(p.iotaReshapeDims, "iota_reshape_dims"),
+              iotaTranspose: [...p.iotaTransposePerm],
+            }
+          : { devices: ints(p.tileAssignmentDevices, "tile_assignment_devices") }),
+        ...(p.replicateOnLastTileDim ? { lastTileDimReplicate: true } : {}),
+        ...(lastTileDims.length > 0 ? { lastTileDims } : {}),
+      };
+    }
+    default:
+      throw new ProtoError(`${what}: sharding type ${String(p.type)} is not read here`);
+  }
 }
 
 function checkLiteralShape(lit: Literal, shape: ArrayShape, where: string): void {

@@ -141,7 +141,9 @@ const CASES: Case[] = [
     name: "unknownAttr",
     text: M("  ROOT %c = f32[2] add(%a, %b), foo=1"),
     at: [6, 33],
-    message: "expected an attribute of add (backend_config, metadata), got unknown attribute 'foo'",
+    message:
+      "expected an attribute of add (sharding, frontend_attributes, backend_config, metadata), " +
+      "got unknown attribute 'foo'",
   },
   {
     name: "attrWrongOpcode",

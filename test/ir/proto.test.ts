@@ -39,6 +39,8 @@ import {
   GatherDimensionNumbersSchema,
   LayoutProtoSchema,
   TileProtoSchema,
+  OpShardingSchema,
+  FrontendAttributesSchema,
   LiteralProtoSchema,
   OpMetadataSchema,
   PaddingConfig_PaddingConfigDimensionSchema,
@@ -438,6 +440,22 @@ ENTRY %main (p: u32[3]) -> (s4[4], s8[3], s16[3], u4[3], u16[2,2], u32[3], u64[3
       u16[2,2]{0,1} %u16, u32[3]{0} %u32, u64[3]{0} %u64, f64[3]{0} %f64, u32[3]{0} %sum)
 }
 `,
+  // XLA's sharding (every structured form) and frontend attributes, kept through the proto.
+  sharding: `
+HloModule sharding
+
+ENTRY %main (p: f32[4,4]) -> (f32[4,4], f32[4,4], f32[4,4], f32[4,4], f32[4,4], f32[4,4]) {
+  %p = f32[4,4]{1,0} parameter(0), sharding={devices=[2,2]0,1,2,3}
+  %a = f32[4,4]{1,0} negate(f32[4,4]{1,0} %p), sharding={replicated}
+  %b = f32[4,4]{1,0} negate(f32[4,4]{1,0} %a), sharding={maximal device=3}
+  %c = f32[4,4]{1,0} negate(f32[4,4]{1,0} %b), sharding={devices=[2,2]<=[2,2]T(1,0)}
+  %d = f32[4,4]{1,0} negate(f32[4,4]{1,0} %c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
+  %e = f32[4,4]{1,0} negate(f32[4,4]{1,0} %d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
+  %f = f32[4,4]{1,0} negate(f32[4,4]{1,0} %e), sharding={manual}, frontend_attributes={_xla_x="1",attr={n = 1 : i32}}
+  ROOT %t = (f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0})
+      tuple(%a, %b, %c, %d, %e, %f), sharding={{replicated}, {maximal device=1}, {unknown}, {manual}, {replicated}, {replicated}}
+}
+`,
 };
 
 /** Every attribute of Attributes; a key missing here is a compile error. */
@@ -466,6 +484,8 @@ const ATTRIBUTE_KEYS = Object.keys({
   fusionKind: 0,
   customCallTarget: 0,
   backendConfig: 0,
+  sharding: 0,
+  frontendAttributes: 0,
 } satisfies { [K in keyof Required<Attributes>]: 0 });
 
 function protoRoundTrip(m: Module): Module {
@@ -671,6 +691,8 @@ describe("the bytes carry XLA's schema", () => {
           operand_ids: 36,
           called_computation_ids: 38,
           backend_config: 43,
+          sharding: 40,
+          frontend_attributes: 68,
           scatter_dimension_numbers: 48,
           feature_group_count: 50,
           batch_group_count: 58,
@@ -691,6 +713,20 @@ describe("the bytes carry XLA's schema", () => {
         { minor_to_major: 1, tiles: 6, element_size_in_bits: 7, memory_space: 8 },
       ],
       [TileProtoSchema, { dimensions: 1 }],
+      [
+        OpShardingSchema,
+        {
+          type: 1,
+          tile_assignment_dimensions: 3,
+          tile_assignment_devices: 4,
+          tuple_shardings: 5,
+          replicate_on_last_tile_dim: 6,
+          last_tile_dims: 8,
+          iota_reshape_dims: 9,
+          iota_transpose_perm: 10,
+        },
+      ],
+      [FrontendAttributesSchema, { map: 1 }],
       [ProgramShapeProtoSchema, { parameters: 1, result: 2, parameter_names: 3 }],
       [
         OpMetadataSchema,

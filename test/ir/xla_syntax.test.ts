@@ -144,4 +144,37 @@ ROOT t = (f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)}, u32[]{:S(2)}) tuple(c, s)`);
     );
     expect(() => mod("ROOT p = f32[2]{0:T(*,2)} parameter(0)")).toThrow(/combined tile dims/);
   });
+
+  it("sharding and frontend_attributes are kept, printed and written to the proto", () => {
+    const m = mod(`
+p = f32[4,4] parameter(0), sharding={ devices=[2,2]<=[4] }
+a = f32[4,4] negate(p), sharding={maximal device=3}, frontend_attributes={z="2",a={n = 1 : i32}}
+ROOT t = (f32[4,4], f32[4,4]) tuple(p, a), sharding={{replicated}, {manual}}`);
+    const text = printHlo(m);
+    // Canonical text (XLA's HloSharding::ToString), attributes sorted by key as XLA's map.
+    expect(text).toContain("parameter(0), sharding={devices=[2,2]<=[4]}");
+    expect(text).toContain(
+      'sharding={maximal device=3}, frontend_attributes={a={n = 1 : i32},z="2"}',
+    );
+    expect(text).toContain("sharding={{replicated}, {manual}}");
+    roundTrips(m);
+    // They are part of the module.
+    const bare = mod(`
+p = f32[4,4] parameter(0)
+a = f32[4,4] negate(p)
+ROOT t = (f32[4,4], f32[4,4]) tuple(p, a)`);
+    expect(fingerprint(bare)).not.toBe(fingerprint(m));
+    expect(mod("ROOT p = f32[] parameter(0), frontend_attributes={}").entry.root.attrs).toEqual({
+      parameterNumber: 0,
+    });
+  });
+
+  it("a sharding form Kiln does not structure is kept as text; its proto is a clear error", () => {
+    const named = "{mesh[a=2,b=4], [{a}, {b}]}";
+    const m = mod(`ROOT p = f32[4,4] parameter(0), sharding=${named}`);
+    expect(m.entry.root.attrs.sharding).toBe(named);
+    expect(printHlo(m)).toContain(`sharding=${named}`);
+    expect(fingerprint(parseHlo(printHlo(m)))).toBe(fingerprint(m));
+    expect(() => moduleToProto(m)).toThrow(/the sharding \{mesh.* has no proto form here/);
+  });
 });

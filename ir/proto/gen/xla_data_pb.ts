@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file xla_data.proto.
  */
 export const file_xla_data: GenFile = /*@__PURE__*/
-  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDKpgDCg1QcmltaXRpdmVUeXBlEhoKFlBSSU1JVElWRV9UWVBFX0lOVkFMSUQQABIICgRQUkVEEAESBgoCUzEQHhIGCgJTMhAaEgYKAlM0EBUSBgoCUzgQAhIHCgNTMTYQAxIHCgNTMzIQBBIHCgNTNjQQBRIGCgJVMRAfEgYKAlUyEBsSBgoCVTQQFhIGCgJVOBAGEgcKA1UxNhAHEgcKA1UzMhAIEgcKA1U2NBAJEgcKA0YxNhAKEgcKA0YzMhALEggKBEJGMTYQEBIHCgNGNjQQDBIKCgZGOEU1TTIQExIKCgZGOEU0TTMQHBIMCghGOEU0TTNGThAUEhEKDUY4RTRNM0IxMUZOVVoQFxIKCgZGOEUzTTQQHRIOCgpGOEU1TTJGTlVaEBgSDgoKRjhFNE0zRk5VWhAZEgwKCEY0RTJNMUZOECASDQoJRjhFOE0wRk5VECESBwoDQzY0EA8SCAoEQzEyOBASEgkKBVRVUExFEA0SDwoLT1BBUVVFX1RZUEUQDhIJCgVUT0tFThAREgoKBkJVRkZFUhAiYgZwcm90bzM");
+  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDIv0CCgpPcFNoYXJkaW5nEiIKBHR5cGUYASABKA4yFC54bGEuT3BTaGFyZGluZy5UeXBlEiIKGnRpbGVfYXNzaWdubWVudF9kaW1lbnNpb25zGAMgAygDEh8KF3RpbGVfYXNzaWdubWVudF9kZXZpY2VzGAQgAygDEigKD3R1cGxlX3NoYXJkaW5ncxgFIAMoCzIPLnhsYS5PcFNoYXJkaW5nEiIKGnJlcGxpY2F0ZV9vbl9sYXN0X3RpbGVfZGltGAYgASgIEiwKDmxhc3RfdGlsZV9kaW1zGAggAygOMhQueGxhLk9wU2hhcmRpbmcuVHlwZRIZChFpb3RhX3Jlc2hhcGVfZGltcxgJIAMoAxIbChNpb3RhX3RyYW5zcG9zZV9wZXJtGAogAygFIlIKBFR5cGUSDgoKUkVQTElDQVRFRBAAEgsKB01BWElNQUwQARIJCgVUVVBMRRACEgkKBU9USEVSEAMSCgoGTUFOVUFMEAQSCwoHVU5LTk9XThAFIm8KEkZyb250ZW5kQXR0cmlidXRlcxItCgNtYXAYASADKAsyIC54bGEuRnJvbnRlbmRBdHRyaWJ1dGVzLk1hcEVudHJ5GioKCE1hcEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqmAMKDVByaW1pdGl2ZVR5cGUSGgoWUFJJTUlUSVZFX1RZUEVfSU5WQUxJRBAAEggKBFBSRUQQARIGCgJTMRAeEgYKAlMyEBoSBgoCUzQQFRIGCgJTOBACEgcKA1MxNhADEgcKA1MzMhAEEgcKA1M2NBAFEgYKAlUxEB8SBgoCVTIQGxIGCgJVNBAWEgYKAlU4EAYSBwoDVTE2EAcSBwoDVTMyEAgSBwoDVTY0EAkSBwoDRjE2EAoSBwoDRjMyEAsSCAoEQkYxNhAQEgcKA0Y2NBAMEgoKBkY4RTVNMhATEgoKBkY4RTRNMxAcEgwKCEY4RTRNM0ZOEBQSEQoNRjhFNE0zQjExRk5VWhAXEgoKBkY4RTNNNBAdEg4KCkY4RTVNMkZOVVoQGBIOCgpGOEU0TTNGTlVaEBkSDAoIRjRFMk0xRk4QIBINCglGOEU4TTBGTlUQIRIHCgNDNjQQDxIICgRDMTI4EBISCQoFVFVQTEUQDRIPCgtPUEFRVUVfVFlQRRAOEgkKBVRPS0VOEBESCgoGQlVGRkVSECJiBnByb3RvMw");
 
 /**
  * Edge and interior padding of a pad instruction, per dimension.
@@ -596,6 +596,120 @@ export type DotDimensionNumbers = Message<"xla.DotDimensionNumbers"> & {
  */
 export const DotDimensionNumbersSchema: GenMessage<DotDimensionNumbers> = /*@__PURE__*/
   messageDesc(file_xla_data, 12);
+
+/**
+ * How an array is partitioned over devices (XLA's OpSharding; the classic fields).
+ *
+ * @generated from message xla.OpSharding
+ */
+export type OpSharding = Message<"xla.OpSharding"> & {
+  /**
+   * @generated from field: xla.OpSharding.Type type = 1;
+   */
+  type: OpSharding_Type;
+
+  /**
+   * @generated from field: repeated int64 tile_assignment_dimensions = 3;
+   */
+  tileAssignmentDimensions: bigint[];
+
+  /**
+   * @generated from field: repeated int64 tile_assignment_devices = 4;
+   */
+  tileAssignmentDevices: bigint[];
+
+  /**
+   * @generated from field: repeated xla.OpSharding tuple_shardings = 5;
+   */
+  tupleShardings: OpSharding[];
+
+  /**
+   * @generated from field: bool replicate_on_last_tile_dim = 6;
+   */
+  replicateOnLastTileDim: boolean;
+
+  /**
+   * @generated from field: repeated xla.OpSharding.Type last_tile_dims = 8;
+   */
+  lastTileDims: OpSharding_Type[];
+
+  /**
+   * @generated from field: repeated int64 iota_reshape_dims = 9;
+   */
+  iotaReshapeDims: bigint[];
+
+  /**
+   * @generated from field: repeated int32 iota_transpose_perm = 10;
+   */
+  iotaTransposePerm: number[];
+};
+
+/**
+ * Describes the message xla.OpSharding.
+ * Use `create(OpShardingSchema)` to create a new message.
+ */
+export const OpShardingSchema: GenMessage<OpSharding> = /*@__PURE__*/
+  messageDesc(file_xla_data, 13);
+
+/**
+ * @generated from enum xla.OpSharding.Type
+ */
+export enum OpSharding_Type {
+  /**
+   * @generated from enum value: REPLICATED = 0;
+   */
+  REPLICATED = 0,
+
+  /**
+   * @generated from enum value: MAXIMAL = 1;
+   */
+  MAXIMAL = 1,
+
+  /**
+   * @generated from enum value: TUPLE = 2;
+   */
+  TUPLE = 2,
+
+  /**
+   * @generated from enum value: OTHER = 3;
+   */
+  OTHER = 3,
+
+  /**
+   * @generated from enum value: MANUAL = 4;
+   */
+  MANUAL = 4,
+
+  /**
+   * @generated from enum value: UNKNOWN = 5;
+   */
+  UNKNOWN = 5,
+}
+
+/**
+ * Describes the enum xla.OpSharding.Type.
+ */
+export const OpSharding_TypeSchema: GenEnum<OpSharding_Type> = /*@__PURE__*/
+  enumDesc(file_xla_data, 13, 0);
+
+/**
+ * String key-value attributes a frontend attaches to an instruction.
+ *
+ * @generated from message xla.FrontendAttributes
+ */
+export type FrontendAttributes = Message<"xla.FrontendAttributes"> & {
+  /**
+   * @generated from field: map<string, string> map = 1;
+   */
+  map: { [key: string]: string };
+};
+
+/**
+ * Describes the message xla.FrontendAttributes.
+ * Use `create(FrontendAttributesSchema)` to create a new message.
+ */
+export const FrontendAttributesSchema: GenMessage<FrontendAttributes> = /*@__PURE__*/
+  messageDesc(file_xla_data, 14);
 
 /**
  * Element types. Kiln uses PRED, S32, S64, U8, F16, BF16, F32 and TUPLE; the rest are listed so

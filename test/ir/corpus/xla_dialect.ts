@@ -1,6 +1,6 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
-// a scalar broadcast without dimensions=. test/xla/xla.test.ts checks XLA loads what Kiln
+// a scalar broadcast without dimensions=, shardings and frontend attributes. test/xla/xla.test.ts checks XLA loads what Kiln
 // makes of each and that XLA's own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
@@ -22,6 +22,19 @@ ENTRY e {
   t = transpose(p), dimensions={1,0}
   m = maximum(p, b)
   ROOT r = tuple(f32[3,2] negate(t), add(exponential(m), p))
+}
+`,
+  sharding: `HloModule sharding
+
+ENTRY e {
+  p = f32[4,4] parameter(0), sharding={devices=[2,2]0,1,2,3}
+  a = f32[4,4] negate(p), sharding={replicated}
+  b = f32[4,4] negate(a), sharding={maximal device=3}
+  c = f32[4,4] negate(b), sharding={devices=[2,2]<=[2,2]T(1,0)}
+  d = f32[4,4] negate(c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
+  e = f32[4,4] negate(d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
+  f = f32[4,4] negate(e), frontend_attributes={_xla_x="1",attr="{n = 1 : i32}"}
+  ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f), sharding={{replicated}, {maximal device=1}, {unknown}}
 }
 `,
 };
