@@ -57,6 +57,7 @@ export const OPCODES = [
   // Shape and data movement
   "broadcast",
   "reshape",
+  "bitcast",
   "transpose",
   "slice",
   "dynamic-slice",
@@ -183,6 +184,7 @@ export const OPCODE_INFO = {
   clamp: ternary,
   broadcast: move(1),
   reshape: move(1),
+  bitcast: move(1),
   transpose: move(1),
   slice: move(1),
   "dynamic-slice": move("variadic"),

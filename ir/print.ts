@@ -148,6 +148,7 @@ export const TEXT_ATTRS = {
   clamp: [],
   broadcast: ["dimensions"],
   reshape: [],
+  bitcast: [],
   transpose: ["dimensions"],
   slice: ["slice"],
   "dynamic-slice": ["dynamic_slice_sizes"],

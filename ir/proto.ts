@@ -184,6 +184,7 @@ const OP_RULES = {
   clamp: arr(),
   broadcast: arr("dimensions"),
   reshape: arr(),
+  bitcast: arr(),
   transpose: arr("dimensions"),
   slice: arr("slice"),
   "dynamic-slice": arr("dynamicSliceSizes"),

@@ -61,6 +61,7 @@ export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
   "constant",
   "iota",
   "reshape",
+  "bitcast",
   "broadcast",
   "convert",
   "bitcast-convert",
@@ -492,6 +493,28 @@ const reshapeRule: ShapeRule = (c) => {
       `the result ${str(d)} has ${elementCount(d)} elements at its bounds but the operand has ` +
         `${elementCount(x)}`,
     );
+  }
+  return d;
+};
+
+/**
+ * bitcast (XLA's): the operand's buffer read as the declared shape, layouts included. Kiln
+ * requires what makes that well defined without a target's layout rules: the same element type
+ * and element count, static dims (XLA's layout-insensitive verifier checks less).
+ */
+const bitcastRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  if (d.type !== x.type) {
+    c.fail(`the result element type ${d.type} must be ${x.type} (use bitcast-convert)`);
+  }
+  if (elementCount(x) !== elementCount(d)) {
+    c.fail(
+      `the result ${str(d)} has ${elementCount(d)} elements but the operand has ${elementCount(x)}`,
+    );
+  }
+  if (x.dynamic.some((f) => f) || d.dynamic.some((f) => f)) {
+    c.fail("bitcast of a bounded-dynamic shape is not supported (its buffer size varies)");
   }
   return d;
 };
@@ -1333,6 +1356,7 @@ const SHAPE_RULES = {
   clamp: clampRule,
   broadcast: broadcastRule,
   reshape: reshapeRule,
+  bitcast: bitcastRule,
   transpose: transposeRule,
   slice: sliceRule,
   "dynamic-slice": dynamicSliceRule,

@@ -824,6 +824,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   clamp: clampVjp,
   broadcast: broadcastVjp,
   reshape: U(({ b, g }, x) => b.reshape(g, dimsOf(x))),
+  bitcast: none("a bitcast reinterprets a layout, which autodiff does not model"),
   transpose: U(({ b, g, instr }) => {
     const perm = instr.attrs.dimensions ?? [];
     const inv: number[] = [];

@@ -712,6 +712,7 @@ export const RULES = {
   clamp: elementwise,
   broadcast,
   reshape: reshapeRule,
+  bitcast: opaque,
   transpose,
   slice,
   "dynamic-slice": dynamicSlice,

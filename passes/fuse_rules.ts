@@ -86,6 +86,7 @@ const FUSION_ROLES = {
   clamp: cheap,
   broadcast: cheap,
   reshape: cheap,
+  bitcast: never("a bitcast (layout reinterpretation; interpreter only)"),
   transpose: cheap,
   slice: cheap,
   "dynamic-slice": cheap,

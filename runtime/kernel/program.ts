@@ -277,6 +277,10 @@ class ProgramBuilder {
     // no kernel computes in them, so a module using one is declined, never run wrong.
     for (const c of this.module.computations) {
       for (const i of c.instructions) {
+        if (i.opcode === "bitcast") {
+          const why = "bitcast (a layout reinterpretation) runs on the interpreter only";
+          throw this.unsupported(i, why);
+        }
         const t = unsupportedLeafType(i.shape);
         if (t === "f64") throw this.unsupported(i, "f64 arrays run on the interpreter only");
         if (t !== undefined) {

@@ -465,6 +465,17 @@ const CASES = {
       },
     ],
   },
+  bitcast: {
+    good: [
+      { operands: ["f32[2,3]{1,0}"], declared: "f32[3,2]{0,1}", result: "f32[3,2]" },
+      { operands: ["s8[4]"], declared: "s8[2,2]", result: "s8[2,2]" },
+    ],
+    bad: [
+      { operands: ["f32[2,3]"], declared: "f32[5]", error: "has 5 elements but the operand has 6" },
+      { operands: ["f32[4]"], declared: "s32[4]", error: "must be f32 (use bitcast-convert)" },
+      { operands: ["f32[<=4]"], declared: "f32[4]", error: "bitcast of a bounded-dynamic shape" },
+    ],
+  },
   reshape: {
     good: [
       { operands: ["f32[2,3]"], declared: "f32[6]", result: "f32[6]" },
@@ -1416,6 +1427,7 @@ describe("shape rule helpers", () => {
       "bitcast-convert",
       "broadcast",
       "reshape",
+      "bitcast",
       "custom-call",
     ]);
   });

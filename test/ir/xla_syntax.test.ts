@@ -13,6 +13,7 @@ import { parseHlo } from "../../ir/parse.ts";
 import { printHlo } from "../../ir/print.ts";
 import { moduleFromProto, moduleToProto } from "../../ir/proto.ts";
 import { verifyModule } from "../../ir/verify.ts";
+import { jsBackend, UnsupportedError } from "../../runtime/index.ts";
 
 function roundTrips(m: Module): void {
   verifyModule(m);
@@ -176,5 +177,14 @@ ROOT t = (f32[4,4], f32[4,4]) tuple(p, a)`);
     expect(printHlo(m)).toContain(`sharding=${named}`);
     expect(fingerprint(parseHlo(printHlo(m)))).toBe(fingerprint(m));
     expect(() => moduleToProto(m)).toThrow(/the sharding \{mesh.* has no proto form here/);
+  });
+
+  it("bitcast: the evaluator reinterprets layouts; the kernel backends decline it", () => {
+    const m = mod("p = f32[2,3]{1,0} parameter(0)\nROOT t = f32[3,2]{0,1} bitcast(p)");
+    roundTrips(m);
+    const out = evaluate(m, [literal("f32", [2, 3], [0, 1, 2, 3, 4, 5])]) as Literal;
+    expect(Array.from(out.data as Float32Array)).toEqual([0, 3, 1, 4, 2, 5]);
+    expect(() => jsBackend.compile(m)).toThrow(UnsupportedError);
+    expect(() => jsBackend.compile(m)).toThrow(/bitcast .* runs on the interpreter only/);
   });
 });

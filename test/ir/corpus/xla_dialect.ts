@@ -37,4 +37,12 @@ ENTRY e {
   ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f), sharding={{replicated}, {maximal device=1}, {unknown}}
 }
 `,
+  bitcast: `HloModule bitcast
+
+ENTRY e {
+  p = f32[2,3]{1,0} parameter(0)
+  t = f32[3,2]{0,1} bitcast(p)
+  ROOT r = f32[6]{0} bitcast(t)
+}
+`,
 };
