@@ -678,6 +678,45 @@ class Parser {
 
   // -- literals --
 
+  /** The bits of the NaN just read, for a constant to store exactly (sign and payload). */
+  private nanBits: bigint | undefined;
+
+  /**
+   * XLA's `nan`, `-nan` and `nan(0x7f)`: the sign and, for f32 and f64, the payload (the
+   * mantissa; plain `nan` is the quiet NaN). As f32 bits for f16/bf16 (their storage), which
+   * keep the sign; a payload there is refused rather than changed.
+   */
+  private nanPattern(type: ElementType, neg: boolean, start: number): bigint {
+    let payload: bigint | undefined;
+    if (this.text[this.pos] === "(") {
+      const m = /\(0x([0-9a-fA-F]+)\)/y;
+      m.lastIndex = this.pos;
+      const hit = m.exec(this.text);
+      if (!hit) this.fail("a NaN payload like nan(0x7f)");
+      payload = BigInt(`0x${hit[1]}`);
+      this.pos += hit[0].length;
+    }
+    const f64 = type === "f64";
+    if (payload !== undefined && type !== "f32" && !f64) {
+      throw this.error(
+        start,
+        `expected a NaN without a payload for ${type} (Kiln keeps f32 and f64 payloads)`,
+      );
+    }
+    const mantissaBits = f64 ? 52n : 23n;
+    const quiet = 1n << (mantissaBits - 1n);
+    const p = payload ?? quiet;
+    if (p === 0n || p >= 1n << mantissaBits) {
+      throw this.error(
+        start,
+        `expected a NaN payload in [1, 2^${mantissaBits}), got 0x${p.toString(16)}`,
+      );
+    }
+    const exponent = f64 ? 0x7ffn << 52n : 0xffn << 23n;
+    const sign = neg ? 1n << (f64 ? 63n : 31n) : 0n;
+    return sign | exponent | p;
+  }
+
   literal(shape: ArrayShape): Literal {
     const n = shape.dims.reduce((a, b) => a * b, 1);
     const left = this.text.length - this.pos;
@@ -691,10 +730,16 @@ class Parser {
     }
     const data = allocate(shape.type, n);
     const store = data as unknown as (number | bigint)[];
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
     let index = 0;
     const put = () => {
+      this.nanBits = undefined;
       const v = this.scalar(shape.type);
-      if (index < n) store[index] = v;
+      if (index < n) {
+        if (this.nanBits === undefined) store[index] = v;
+        else if (shape.type === "f64") view.setBigUint64(index * 8, this.nanBits, true);
+        else view.setUint32(index * 4, Number(this.nanBits), true);
+      }
       index++;
     };
     const rank = shape.dims.length;
@@ -757,9 +802,14 @@ class Parser {
       token = f;
       const body = f.replace(/^[-+]/, "");
       const neg = f.startsWith("-");
-      if (body === "inf" || body === "nan") {
+      if (body === "nan") {
         this.pos = start + token.length;
-        return toStored(type, body === "nan" ? NaN : neg ? -Infinity : Infinity);
+        this.nanBits = this.nanPattern(type, neg, start);
+        return NaN;
+      }
+      if (body === "inf") {
+        this.pos = start + token.length;
+        return toStored(type, neg ? -Infinity : Infinity);
       }
       value = Number(f);
     }

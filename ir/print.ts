@@ -432,6 +432,26 @@ export function formatFloat(v: number, type: ElementType = "f32"): string {
   return `${sign}${int}${frac ? `.${frac}` : ""}`;
 }
 
+/**
+ * A stored NaN as XLA prints it: `nan` or `-nan` for the quiet NaN, `nan(0x7f)` with another
+ * payload (f32 and f64; f16 and bf16 keep only the sign here).
+ */
+function formatNaN(lit: Literal, i: number): string {
+  const data = lit.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  if (lit.type === "f64") {
+    const bits = view.getBigUint64(i * 8, true);
+    const sign = bits >> 63n ? "-" : "";
+    const payload = bits & ((1n << 52n) - 1n);
+    return payload === 1n << 51n ? `${sign}nan` : `${sign}nan(0x${payload.toString(16)})`;
+  }
+  const bits = view.getUint32(i * 4, true);
+  const sign = bits >>> 31 ? "-" : "";
+  const payload = bits & 0x7fffff;
+  if (lit.type !== "f32" || payload === 0x400000) return `${sign}nan`;
+  return `${sign}nan(0x${payload.toString(16)})`;
+}
+
 function formatElement(lit: Literal, i: number): string {
   const v = lit.data[i]!;
   switch (lit.type) {
@@ -452,7 +472,7 @@ function formatElement(lit: Literal, i: number): string {
     case "bf16":
     case "f32":
     case "f64":
-      return formatFloat(Number(v), lit.type);
+      return Number.isNaN(v) ? formatNaN(lit, i) : formatFloat(Number(v), lit.type);
     default: {
       const never: never = lit.type;
       throw new Error(`unknown element type ${String(never)}`);

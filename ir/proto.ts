@@ -573,6 +573,7 @@ function literalToProto(lit: Literal): LiteralProto {
       p.u64s = Array.from(data as BigUint64Array);
       break;
     case "f32":
+      refuseNonCanonicalNaN(lit);
       p.f32s = Array.from(data as Float32Array);
       break;
     case "f16":
@@ -586,6 +587,7 @@ function literalToProto(lit: Literal): LiteralProto {
       break;
     }
     case "f64":
+      refuseNonCanonicalNaN(lit);
       p.f64s = Array.from(data as Float64Array);
       break;
     default: {
@@ -594,6 +596,30 @@ function literalToProto(lit: Literal): LiteralProto {
     }
   }
   return p;
+}
+
+/**
+ * The proto's f32s/f64s go through JavaScript arrays of numbers, and V8 canonicalizes a NaN
+ * stored in one: a NaN's sign and payload (XLA's `-nan`, `nan(0x7f)`) would be written as the
+ * plain quiet NaN, a different value. Refused instead, naming the element; the plain NaN is
+ * written exactly.
+ */
+function refuseNonCanonicalNaN(lit: Literal): void {
+  const data = lit.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isNaN(data[i] as number)) continue;
+    const canonical =
+      lit.type === "f64"
+        ? view.getBigUint64(i * 8, true) === 0x7ff8000000000000n
+        : view.getUint32(i * 4, true) === 0x7fc00000;
+    if (!canonical) {
+      throw new ProtoError(
+        `a ${lit.type} constant holds a NaN with a sign or payload (element ${i}), which the ` +
+          "proto form here cannot write exactly",
+      );
+    }
+  }
 }
 
 // ---- Reading -------------------------------------------------------------------------------

@@ -187,4 +187,21 @@ ROOT t = (f32[4,4], f32[4,4]) tuple(p, a)`);
     expect(() => jsBackend.compile(m)).toThrow(UnsupportedError);
     expect(() => jsBackend.compile(m)).toThrow(/bitcast .* runs on the interpreter only/);
   });
+
+  it("NaN signs and payloads: kept in text; the proto writer refuses, never drops them", () => {
+    const m = mod(`
+a = f32[4] constant({nan, -nan, nan(0x40007f), -nan(0x1)})
+ROOT b = f64[2] constant({-nan(0x8000000000005), nan(0x5)})`);
+    const text = printHlo(m);
+    expect(text).toContain("constant({nan, -nan, nan(0x40007f), -nan(0x1)})");
+    expect(text).toContain("constant({-nan(0x8000000000005), nan(0x5)})");
+    expect(fingerprint(parseHlo(text))).toBe(fingerprint(m));
+    expect(() => moduleToProto(m)).toThrow(/NaN with a sign or payload \(element 1\)/);
+    // The plain NaN is written exactly.
+    roundTrips(mod("ROOT a = f32[2] constant({nan, 1})"));
+    expect(() => mod("ROOT a = f16[1] constant({nan(0x1)})")).toThrow(
+      /expected a NaN without a payload for f16/,
+    );
+    expect(() => mod("ROOT a = f32[1] constant({nan(0x800000)})")).toThrow(/NaN payload in/);
+  });
 });

@@ -34,7 +34,8 @@ ENTRY e {
   d = f32[4,4] negate(c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
   e = f32[4,4] negate(d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
   f = f32[4,4] negate(e), frontend_attributes={_xla_x="1",attr="{n = 1 : i32}"}
-  ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f), sharding={{replicated}, {maximal device=1}, {unknown}}
+  ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f),
+    sharding={{replicated}, {maximal device=1}, {unknown}}
 }
 `,
   bitcast: `HloModule bitcast
