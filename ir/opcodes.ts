@@ -84,6 +84,9 @@ export const OPCODES = [
   // Bounded dynamism
   "get-dimension-size",
   "set-dimension-size",
+  // Replicas and partitions (the evaluator runs one of each: both are 0)
+  "replica-id",
+  "partition-id",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -211,6 +214,8 @@ export const OPCODE_INFO = {
   while: { group: "control", arity: 1, called: "while", elementwise: false },
   conditional: { group: "control", arity: "variadic", called: "branches", elementwise: false },
   "get-dimension-size": { group: "dynamic", arity: 1, called: "none", elementwise: false },
+  "replica-id": leaf,
+  "partition-id": leaf,
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };

@@ -103,6 +103,8 @@ export const TEXT_ATTRS = {
   parameter: [],
   constant: [],
   iota: ["iota_dimension"],
+  "replica-id": [],
+  "partition-id": [],
   abs: [],
   negate: [],
   sign: [],

@@ -139,6 +139,8 @@ const OP_RULES = {
   parameter: anyShape("parameterNumber"),
   constant: arr("literal"),
   iota: arr("iotaDimension"),
+  "replica-id": arr(),
+  "partition-id": arr(),
   abs: arr(),
   negate: arr(),
   sign: arr(),

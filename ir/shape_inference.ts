@@ -1311,6 +1311,8 @@ const SHAPE_RULES = {
   parameter: parameterRule,
   constant: constantRule,
   iota: iotaRule,
+  "replica-id": () => scalarShape("u32"),
+  "partition-id": () => scalarShape("u32"),
   abs: unary("signed"),
   negate: unary("numeric"),
   sign: unary("signed"),

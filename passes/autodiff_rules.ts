@@ -748,6 +748,8 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   parameter: () => [],
   constant: () => [],
   iota: notFloat,
+  "replica-id": notFloat,
+  "partition-id": notFloat,
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),
   sign: zeroGradient,

@@ -667,6 +667,8 @@ export const RULES = {
   parameter: parameterRule,
   constant: leaf,
   iota: leaf,
+  "replica-id": leaf,
+  "partition-id": leaf,
   abs: elementwise,
   negate: elementwise,
   sign: elementwise,

@@ -40,6 +40,8 @@ const FUSION_ROLES = {
   parameter: never("a parameter; it is an operand of the fusion, not part of it"),
   constant: { role: "leaf" },
   iota: cheap,
+  "replica-id": never("replica-id (interpreter only)"),
+  "partition-id": never("partition-id (interpreter only)"),
   abs: cheap,
   negate: cheap,
   sign: cheap,

@@ -691,6 +691,18 @@ ENTRY e {
     expect(vals(u!)).toEqual([0, 2, 4, 1, 3, 5]);
   });
 
+  const ids = hlo(`
+HloModule ids
+ENTRY e {
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (u32[], u32[]) tuple(r, p)
+}`);
+  it("replica-id and partition-id: the evaluator runs replica 0 of partition 0", () => {
+    const [r, p] = tup(run(ids));
+    expect([lit(r!).type, vals(r!), vals(p!)]).toEqual(["u32", [0], [0]]);
+  });
+
   const iota = hlo(`
 HloModule iota
 ENTRY e {

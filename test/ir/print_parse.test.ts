@@ -138,6 +138,8 @@ ENTRY %main (x: f32[4,6], s: s32[]) -> (f32[2,4,3], f32[6,4], f32[2,3], f32[8,6]
   %r3 = f32[2,4,3]{2,1,0} reshape(f32[2,4,3,1]{3,2,1,0} %sl)
   %tr = f32[6,4]{0,1} transpose(f32[4,6]{1,0} %x), dimensions={1,0}
   %bc = f32[6,4]{0,1} bitcast(f32[4,6]{1,0} %x)
+  %rid = u32[] replica-id()
+  %pid = u32[] partition-id()
   %strided = f32[2,3]{1,0} slice(f32[4,6]{1,0} %x), slice={[0:4:2], [1:6:2]}
   %ds = f32[2,3]{1,0} dynamic-slice(f32[4,6]{1,0} %x, s32[] %s, s32[] %s), dynamic_slice_sizes={2,3}
   %dus = f32[4,6]{1,0} dynamic-update-slice(f32[4,6]{1,0} %x, f32[2,3]{1,0} %ds, s32[] %s, s32[] %s)

@@ -260,6 +260,14 @@ const CASES = {
       },
     ],
   },
+  "replica-id": {
+    good: [{ operands: [], result: "u32[]" }],
+    bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],
+  },
+  "partition-id": {
+    good: [{ operands: [], result: "u32[]" }],
+    bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],
+  },
   iota: {
     good: [
       { operands: [], attrs: { iotaDimension: 1 }, declared: "s32[4,<=8]", result: "s32[4,<=8]" },

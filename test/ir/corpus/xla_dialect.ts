@@ -46,4 +46,12 @@ ENTRY e {
   ROOT r = f32[6]{0} bitcast(t)
 }
 `,
+  ids: `HloModule ids
+
+ENTRY e {
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (u32[], u32[]) tuple(r, p)
+}
+`,
 };
