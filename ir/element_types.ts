@@ -99,6 +99,10 @@ export const ELEMENT_TYPE_INFO = {
     float: true, integer: false, signed: true, bits: 64, bytes: 8,
     storage: "Float64Array", storageBytes: 8, min: -Infinity, max: Infinity,
   },
+  token: {
+    float: false, integer: false, signed: false, bits: 0, bytes: 0,
+    storage: "Uint8Array", storageBytes: 1, min: 0, max: 0,
+  },
 } as const satisfies { readonly [K in ElementType]: ElementTypeInfo };
 
 export function elementInfo(t: ElementType): ElementTypeInfo {
@@ -123,6 +127,7 @@ export function isReducerOpcode(op: string): op is ReducerOpcode {
  */
 export function reducerIdentity(op: string, t: ElementType): number | bigint | undefined {
   const info = ELEMENT_TYPE_INFO[t];
+  if (t === "token") return undefined;
   const big = t === "s64" || t === "u64";
   const int = (v: number | bigint): number | bigint => (big ? BigInt(v) : Number(v));
   switch (op) {
@@ -159,7 +164,8 @@ export function reducerIdentityValue(op: string, t: ElementType): ScalarValue | 
  * 2^53 in magnitude (JavaScript's ToInt32 reduces modulo 2^32 exactly).
  */
 export function wrapInteger(t: ElementType): (x: number) => number {
-  const { bits, signed } = ELEMENT_TYPE_INFO[t];
+  const { bits, signed, integer } = ELEMENT_TYPE_INFO[t];
+  if (!integer) throw new Error(`wrapInteger: ${t} is not an integer type`);
   if (bits >= 64) throw new Error(`wrapInteger: ${t} values are bigints`);
   if (bits === 32) return signed ? (x) => x | 0 : (x) => x >>> 0;
   const k = 32 - bits;

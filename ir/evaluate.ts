@@ -155,6 +155,8 @@ export const EVALUATORS = {
   // The evaluator runs a program as one replica of one partition (docs/ir.md).
   "replica-id": () => new Literal("u32", [], new Uint32Array(1)),
   "partition-id": () => new Literal("u32", [], new Uint32Array(1)),
+  // A token carries nothing: its value is the one token literal.
+  "after-all": () => new Literal("token", [], new Uint8Array(1)),
   abs: unaryOp("abs"),
   negate: unaryOp("negate"),
   sign: unaryOp("sign"),

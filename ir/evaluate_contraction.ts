@@ -70,6 +70,8 @@ function accumulatorFor(t: ElementType): Accumulator {
         mac: (acc, a, b) => wrap((acc as number) + Math.imul(a as number, b as number)),
       };
     }
+    case "token":
+      return fail("a token has no arithmetic");
     case "u64":
       return {
         zero: 0n,

@@ -75,6 +75,8 @@ function slot(t: ElementType): keyof Kernels1 | undefined {
     case "u32":
     case "u64":
       return undefined;
+    case "token":
+      return fail("a token has no arithmetic");
     default: {
       const never: never = t;
       return fail(`unknown element type ${String(never)}`);
@@ -843,6 +845,7 @@ function s64ToF32(v: bigint): number {
 /** The scalar conversion between element types as XLA's Literal::Convert does it. */
 export function converter(from: ElementType, to: ElementType): F1 {
   if (from === to) return id;
+  if (from === "token" || to === "token") fail(`cannot convert ${from} to ${to}`);
   const fromBig = isBigIntType(from);
   if (to === "pred") return fromBig ? (x) => (x !== 0n ? 1 : 0) : (x) => (x !== 0 ? 1 : 0);
   if (isFloat(from)) {

@@ -131,6 +131,8 @@ const STORAGE_CTORS: { readonly [K in ElementType]: StorageConstructor } = {
   bf16: Float32Array,
   f32: Float32Array,
   f64: Float64Array,
+  // A token literal is the evaluator's value of a token: one 0 byte, no meaning.
+  token: Uint8Array,
 };
 
 export function storageCtor(type: ElementType): StorageConstructor {
@@ -183,6 +185,8 @@ export function toStored(type: ElementType, v: ScalarValue): number | bigint {
       }
       return b;
     }
+    case "token":
+      throw new Error("a token has no values");
     case "s4":
     case "s8":
     case "s16":
@@ -386,6 +390,8 @@ export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
         break;
       case "pred":
         throw new Error("pred values have no byte layout to reinterpret");
+      case "token":
+        throw new Error("a token has no bytes");
       default: {
         const never: never = type;
         throw new Error(`unknown element type ${String(never)}`);
@@ -456,6 +462,8 @@ export function dataFromBytes(type: ElementType, bytes: Uint8Array): LiteralData
         break;
       case "pred":
         throw new Error("pred values have no byte layout to reinterpret");
+      case "token":
+        throw new Error("a token has no bytes");
       default: {
         const never: never = type;
         throw new Error(`unknown element type ${String(never)}`);

@@ -87,6 +87,8 @@ export const OPCODES = [
   // Replicas and partitions (the evaluator runs one of each: both are 0)
   "replica-id",
   "partition-id",
+  // Ordering of side effects
+  "after-all",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -216,6 +218,7 @@ export const OPCODE_INFO = {
   "get-dimension-size": { group: "dynamic", arity: 1, called: "none", elementwise: false },
   "replica-id": leaf,
   "partition-id": leaf,
+  "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };

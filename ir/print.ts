@@ -105,6 +105,7 @@ export const TEXT_ATTRS = {
   iota: ["iota_dimension"],
   "replica-id": [],
   "partition-id": [],
+  "after-all": [],
   abs: [],
   negate: [],
   sign: [],
@@ -475,6 +476,8 @@ function formatElement(lit: Literal, i: number): string {
     case "f32":
     case "f64":
       return Number.isNaN(v) ? formatNaN(lit, i) : formatFloat(Number(v), lit.type);
+    case "token":
+      throw new Error("a token has no literal text");
     default: {
       const never: never = lit.type;
       throw new Error(`unknown element type ${String(never)}`);

@@ -111,6 +111,7 @@ const PRIMITIVE_TYPE = {
   u16: PrimitiveType.U16,
   u32: PrimitiveType.U32,
   u64: PrimitiveType.U64,
+  token: PrimitiveType.TOKEN,
   f16: PrimitiveType.F16,
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
@@ -141,6 +142,7 @@ const OP_RULES = {
   iota: arr("iotaDimension"),
   "replica-id": arr(),
   "partition-id": arr(),
+  "after-all": arr(),
   abs: arr(),
   negate: arr(),
   sign: arr(),
@@ -592,6 +594,8 @@ function literalToProto(lit: Literal): LiteralProto {
       refuseNonCanonicalNaN(lit);
       p.f64s = Array.from(data as Float64Array);
       break;
+    case "token":
+      throw new ProtoError("a token has no literal");
     default: {
       const never: never = lit.type;
       throw new ProtoError(`literal of unknown element type ${String(never)}`);
@@ -1472,6 +1476,8 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       got(p.f64s.length, "f64s");
       physical = Float64Array.from(p.f64s);
       break;
+    case "token":
+      throw new ProtoError(`${what}: a token has no literal`);
     case "f16":
     case "bf16": {
       const bytes = type === "f16" ? p.f16s : p.bf16s;

@@ -19,8 +19,18 @@ export const ELEMENT_TYPES = [
   "bf16",
   "f32",
   "f64",
+  "token",
 ] as const;
 export type ElementType = (typeof ELEMENT_TYPES)[number];
+
+/**
+ * XLA's token (`token[]`): the value that orders side effects (after-all). It has no elements
+ * to compute with: no literal values, no arithmetic, no proto literal; it is an element type so
+ * that `token[]` is a shape like any other.
+ */
+export function isTokenType(t: ElementType): t is "token" {
+  return t === "token";
+}
 
 export function isElementType(s: string): s is ElementType {
   return (ELEMENT_TYPES as readonly string[]).includes(s);
@@ -75,6 +85,8 @@ export function elementByteSize(t: ElementType): number {
     case "u64":
     case "f64":
       return 8;
+    case "token":
+      return 0;
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);

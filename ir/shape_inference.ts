@@ -292,6 +292,8 @@ const CLASS_TEXT: { [K in TypeClass]: string } = {
 };
 
 function inClass(t: ElementType, cls: TypeClass): boolean {
+  // A token has no values: no elementwise opcode takes one.
+  if (t === "token") return false;
   switch (cls) {
     case "any":
       return true;
@@ -517,6 +519,16 @@ const bitcastRule: ShapeRule = (c) => {
     c.fail("bitcast of a bounded-dynamic shape is not supported (its buffer size varies)");
   }
   return d;
+};
+
+/** after-all: any number of token operands (none included) joined into one token. */
+const afterAllRule: ShapeRule = (c) => {
+  c.operands.forEach((s, k) => {
+    if (s.kind !== "array" || s.type !== "token" || s.dims.length !== 0) {
+      c.fail(`operand ${k} must be token[], got ${str(s)}`);
+    }
+  });
+  return scalarShape("token");
 };
 
 const transposeRule: ShapeRule = (c) => {
@@ -1313,6 +1325,7 @@ const SHAPE_RULES = {
   iota: iotaRule,
   "replica-id": () => scalarShape("u32"),
   "partition-id": () => scalarShape("u32"),
+  "after-all": afterAllRule,
   abs: unary("signed"),
   negate: unary("numeric"),
   sign: unary("signed"),

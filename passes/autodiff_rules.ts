@@ -750,6 +750,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   iota: notFloat,
   "replica-id": notFloat,
   "partition-id": notFloat,
+  "after-all": notFloat,
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),
   sign: zeroGradient,

@@ -669,6 +669,7 @@ export const RULES = {
   iota: leaf,
   "replica-id": leaf,
   "partition-id": leaf,
+  "after-all": leaf,
   abs: elementwise,
   negate: elementwise,
   sign: elementwise,

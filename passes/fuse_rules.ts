@@ -42,6 +42,7 @@ const FUSION_ROLES = {
   iota: cheap,
   "replica-id": never("replica-id (interpreter only)"),
   "partition-id": never("partition-id (interpreter only)"),
+  "after-all": never("after-all (a token; interpreter only)"),
   abs: cheap,
   negate: cheap,
   sign: cheap,

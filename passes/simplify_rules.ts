@@ -89,6 +89,7 @@ function losslessConvert(from: ElementType, to: ElementType): boolean {
     case "u16":
     case "u32":
     case "u64":
+    case "token":
       // Exact when `to` has a wider range: not needed by any rule yet, so conservatively no.
       return false;
     default: {

@@ -389,6 +389,8 @@ export class JsKernelRenderer {
           case "u16":
           case "u32":
           case "u64":
+          case "token":
+    case "token":
             // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
             throw new Error(`${n.type} has no kernel type`);
           default: {

@@ -39,6 +39,7 @@ export function cType(t: ElementType): string {
     case "u16":
     case "u32":
     case "u64":
+    case "token":
       // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
       throw new Error(`${t} has no kernel type`);
     default: {
@@ -616,6 +617,7 @@ function indexValue(t: ElementType, i: string): string {
     case "u16":
     case "u32":
     case "u64":
+    case "token":
       throw new Error(`${t} has no kernel type`);
     default: {
       const never: never = t;

@@ -696,11 +696,14 @@ HloModule ids
 ENTRY e {
   r = u32[] replica-id()
   p = u32[] partition-id()
-  ROOT t = (u32[], u32[]) tuple(r, p)
+  a = token[] after-all()
+  b = token[] after-all(a, a)
+  ROOT t = (u32[], u32[], token[]) tuple(r, p, b)
 }`);
   it("replica-id and partition-id: the evaluator runs replica 0 of partition 0", () => {
-    const [r, p] = tup(run(ids));
+    const [r, p, b] = tup(run(ids));
     expect([lit(r!).type, vals(r!), vals(p!)]).toEqual(["u32", [0], [0]]);
+    expect(lit(b!).type).toBe("token");
   });
 
   const iota = hlo(`

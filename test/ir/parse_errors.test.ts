@@ -84,7 +84,7 @@ const CASES: Case[] = [
     at: [6, 13],
     message:
       "expected an element type (pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, f16, bf16, " +
-      "f32, f64), got 'c64'",
+      "f32, f64, token), got 'c64'",
   },
   {
     name: "unboundedDim",

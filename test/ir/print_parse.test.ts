@@ -140,6 +140,8 @@ ENTRY %main (x: f32[4,6], s: s32[]) -> (f32[2,4,3], f32[6,4], f32[2,3], f32[8,6]
   %bc = f32[6,4]{0,1} bitcast(f32[4,6]{1,0} %x)
   %rid = u32[] replica-id()
   %pid = u32[] partition-id()
+  %tok = token[] after-all()
+  %tok2 = token[] after-all(token[] %tok, token[] %tok)
   %strided = f32[2,3]{1,0} slice(f32[4,6]{1,0} %x), slice={[0:4:2], [1:6:2]}
   %ds = f32[2,3]{1,0} dynamic-slice(f32[4,6]{1,0} %x, s32[] %s, s32[] %s), dynamic_slice_sizes={2,3}
   %dus = f32[4,6]{1,0} dynamic-update-slice(f32[4,6]{1,0} %x, f32[2,3]{1,0} %ds, s32[] %s, s32[] %s)
@@ -948,7 +950,8 @@ ENTRY e {
 
 // ---- properties ---------------------------------------------------------------------------
 
-const TYPES: readonly ElementType[] = ELEMENT_TYPES;
+// Every element type with values (a token has none).
+const TYPES: readonly ElementType[] = ELEMENT_TYPES.filter((t) => t !== "token");
 
 function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
   switch (type) {
@@ -971,6 +974,8 @@ function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
     }
     case "u64":
       return fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
+    case "token":
+      throw new Error("a token has no values");
     case "f16":
       return fc.integer({ min: 0, max: 0xffff }).map(f16BitsToNumber);
     case "bf16":

@@ -260,6 +260,13 @@ const CASES = {
       },
     ],
   },
+  "after-all": {
+    good: [
+      { operands: [], result: "token[]" },
+      { operands: ["token[]", "token[]"], result: "token[]" },
+    ],
+    bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
+  },
   "replica-id": {
     good: [{ operands: [], result: "u32[]" }],
     bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],

@@ -204,4 +204,17 @@ ROOT b = f64[2] constant({-nan(0x8000000000005), nan(0x5)})`);
     );
     expect(() => mod("ROOT a = f32[1] constant({nan(0x800000)})")).toThrow(/NaN payload in/);
   });
+
+  it("token[] and after-all: a shape without values; only after-all makes one", () => {
+    const m = mod("p = token[] parameter(0)\na = token[] after-all()\nROOT b = after-all(p, a)");
+    expect(m.entry.root.shape).toEqual({ kind: "array", type: "token", dims: [], dynamic: [] });
+    roundTrips(m);
+    expect(() => mod("ROOT c = token[] constant(0)")).toThrow(ParseError);
+    const add = mod("p = token[] parameter(0)\nROOT a = token[] add(p, p)");
+    expect(() => verifyModule(add)).toThrow(/add/);
+    expect(() => verifyModule(mod("p = f32[] parameter(0)\nROOT a = token[] after-all(p)"))).toThrow(
+      /operand 0 must be token\[\], got f32\[\]/,
+    );
+    expect(() => jsBackend.compile(m)).toThrow(/token arrays run on the interpreter only/);
+  });
 });

@@ -81,6 +81,8 @@ export function randomScalar(type: ElementType, r: () => number): ScalarValue {
     }
     case "u64":
       return special ? pick([0n, 2n ** 64n - 1n, 2n ** 63n]) : BigInt(Math.floor(r() * 1e6));
+    case "token":
+      throw new Error("a token has no values");
     default: {
       const never: never = type;
       throw new Error(`unknown element type ${String(never)}`);

@@ -54,4 +54,12 @@ ENTRY e {
   ROOT t = (u32[], u32[]) tuple(r, p)
 }
 `,
+  tokens: `HloModule tokens
+
+ENTRY e {
+  p = token[] parameter(0)
+  a = token[] after-all()
+  ROOT b = token[] after-all(p, a)
+}
+`,
 };
