@@ -34,7 +34,7 @@ interface Outcome {
   failed: Stage | null;
   cause?: string;
   message?: string;
-  xla?: { parsed: boolean; verified: boolean; error?: string };
+  xla?: XlaVerdict;
 }
 
 function firstLine(e: unknown): string {
@@ -92,7 +92,9 @@ function measureOne(m: CorpusModule): Outcome {
   const want = fingerprint(module);
   try {
     const back = parseHlo(printHlo(module));
-    if (fingerprint(back) !== want) throw new Error("printed text reads back as a different module");
+    if (fingerprint(back) !== want) {
+      throw new Error("printed text reads back as a different module");
+    }
   } catch (e) {
     return fail("text round trip", e);
   }
@@ -105,7 +107,13 @@ function measureOne(m: CorpusModule): Outcome {
   return out;
 }
 
-function xlaVerdicts(corpusPath: string): Map<string, { parsed: boolean; verified: boolean; error?: string }> {
+interface XlaVerdict {
+  parsed: boolean;
+  verified: boolean;
+  error?: string;
+}
+
+function xlaVerdicts(corpusPath: string): Map<string, XlaVerdict> {
   const script = join(import.meta.dirname, "xla_accepts.py");
   const r = spawnSync("python3", [script, corpusPath], {
     encoding: "utf8",
@@ -114,10 +122,10 @@ function xlaVerdicts(corpusPath: string): Map<string, { parsed: boolean; verifie
   if (r.status !== 0) {
     throw new Error(`xla_accepts.py failed (is jaxlib installed?): ${r.stderr.slice(0, 2000)}`);
   }
-  const out = new Map<string, { parsed: boolean; verified: boolean; error?: string }>();
+  const out = new Map<string, XlaVerdict>();
   for (const line of r.stdout.split("\n")) {
     if (!line.trim()) continue;
-    const v = JSON.parse(line) as { id: string; parsed: boolean; verified: boolean; error?: string };
+    const v = JSON.parse(line) as XlaVerdict & { id: string };
     out.set(v.id, v);
   }
   return out;
@@ -130,7 +138,9 @@ function pct(n: number, d: number): string {
 function report(title: string, outcomes: readonly Outcome[]): void {
   const n = outcomes.length;
   const parsed = outcomes.filter((o) => o.failed !== "parse").length;
-  const verified = outcomes.filter((o) => o.failed === null || o.failed.endsWith("round trip")).length;
+  const verified = outcomes.filter(
+    (o) => o.failed === null || o.failed.endsWith("round trip"),
+  ).length;
   const tripped = outcomes.filter((o) => o.failed === null).length;
   console.log(`\n${title}: ${n} modules`);
   console.log(`  parse:                      ${parsed} (${pct(parsed, n)})`);
@@ -168,7 +178,9 @@ function main(): void {
         `imports and verifies ${xlaVerified.length}`,
     );
     report("Kiln over the modules XLA parses", xlaParsed);
-    const rejected = outcomes.filter((o) => o.xla !== undefined && !o.xla.parsed && o.failed === null);
+    const rejected = outcomes.filter(
+      (o) => o.xla !== undefined && !o.xla.parsed && o.failed === null,
+    );
     if (rejected.length > 0) {
       console.log(`\nKiln reads ${rejected.length} modules XLA's parser rejects:`);
       for (const o of rejected) console.log(`  ${o.id}: ${o.xla?.error ?? ""}`);

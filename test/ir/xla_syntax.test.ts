@@ -212,9 +212,8 @@ ROOT b = f64[2] constant({-nan(0x8000000000005), nan(0x5)})`);
     expect(() => mod("ROOT c = token[] constant(0)")).toThrow(ParseError);
     const add = mod("p = token[] parameter(0)\nROOT a = token[] add(p, p)");
     expect(() => verifyModule(add)).toThrow(/add/);
-    expect(() => verifyModule(mod("p = f32[] parameter(0)\nROOT a = token[] after-all(p)"))).toThrow(
-      /operand 0 must be token\[\], got f32\[\]/,
-    );
+    const notToken = mod("p = f32[] parameter(0)\nROOT a = token[] after-all(p)");
+    expect(() => verifyModule(notToken)).toThrow(/operand 0 must be token\[\], got f32\[\]/);
     expect(() => jsBackend.compile(m)).toThrow(/token arrays run on the interpreter only/);
   });
 });
