@@ -139,6 +139,14 @@ export interface Attributes {
   /** custom-call */
   customCallTarget?: string;
   backendConfig?: string;
+  /**
+   * XLA's sharding, as its text (`{devices=[2,2]<=[4]}`; ir/sharding.ts): canonical for the
+   * forms Kiln structures, as written for the others. Kept, printed, written to the proto;
+   * nothing in Kiln computes from it. Any opcode.
+   */
+  sharding?: string;
+  /** XLA's frontend_attributes: key-value strings, sorted by key (as XLA's map). Any opcode. */
+  frontendAttributes?: readonly (readonly [string, string])[];
 }
 
 /** Source location and frontend op of an instruction (XLA's OpMetadata). */

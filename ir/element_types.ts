@@ -12,9 +12,14 @@ import type { ElementType } from "./shape.ts";
 export type StorageClass =
   | "Float32Array"
   | "Float64Array"
+  | "Int8Array"
+  | "Int16Array"
   | "Int32Array"
   | "BigInt64Array"
-  | "Uint8Array";
+  | "Uint8Array"
+  | "Uint16Array"
+  | "Uint32Array"
+  | "BigUint64Array";
 
 export interface ElementTypeInfo {
   readonly float: boolean;
@@ -38,6 +43,18 @@ export const ELEMENT_TYPE_INFO = {
     float: false, integer: false, signed: false, bits: 8, bytes: 1,
     storage: "Uint8Array", storageBytes: 1, min: 0, max: 1,
   },
+  s4: {
+    float: false, integer: true, signed: true, bits: 4, bytes: 1,
+    storage: "Int8Array", storageBytes: 1, min: -8, max: 7,
+  },
+  s8: {
+    float: false, integer: true, signed: true, bits: 8, bytes: 1,
+    storage: "Int8Array", storageBytes: 1, min: -128, max: 127,
+  },
+  s16: {
+    float: false, integer: true, signed: true, bits: 16, bytes: 2,
+    storage: "Int16Array", storageBytes: 2, min: -32768, max: 32767,
+  },
   s32: {
     float: false, integer: true, signed: true, bits: 32, bytes: 4,
     storage: "Int32Array", storageBytes: 4, min: -2147483648, max: 2147483647,
@@ -46,9 +63,25 @@ export const ELEMENT_TYPE_INFO = {
     float: false, integer: true, signed: true, bits: 64, bytes: 8,
     storage: "BigInt64Array", storageBytes: 8, min: -(2n ** 63n), max: 2n ** 63n - 1n,
   },
+  u4: {
+    float: false, integer: true, signed: false, bits: 4, bytes: 1,
+    storage: "Uint8Array", storageBytes: 1, min: 0, max: 15,
+  },
   u8: {
     float: false, integer: true, signed: false, bits: 8, bytes: 1,
     storage: "Uint8Array", storageBytes: 1, min: 0, max: 255,
+  },
+  u16: {
+    float: false, integer: true, signed: false, bits: 16, bytes: 2,
+    storage: "Uint16Array", storageBytes: 2, min: 0, max: 65535,
+  },
+  u32: {
+    float: false, integer: true, signed: false, bits: 32, bytes: 4,
+    storage: "Uint32Array", storageBytes: 4, min: 0, max: 4294967295,
+  },
+  u64: {
+    float: false, integer: true, signed: false, bits: 64, bytes: 8,
+    storage: "BigUint64Array", storageBytes: 8, min: 0n, max: 2n ** 64n - 1n,
   },
   f16: {
     float: true, integer: false, signed: true, bits: 16, bytes: 2,
@@ -65,6 +98,10 @@ export const ELEMENT_TYPE_INFO = {
   f64: {
     float: true, integer: false, signed: true, bits: 64, bytes: 8,
     storage: "Float64Array", storageBytes: 8, min: -Infinity, max: Infinity,
+  },
+  token: {
+    float: false, integer: false, signed: false, bits: 0, bytes: 0,
+    storage: "Uint8Array", storageBytes: 1, min: 0, max: 0,
   },
 } as const satisfies { readonly [K in ElementType]: ElementTypeInfo };
 
@@ -84,13 +121,15 @@ export function isReducerOpcode(op: string): op is ReducerOpcode {
 /**
  * The value `e` with op(e, x) == op(x, e) == x, bit for bit, for every x of type `t` (so a
  * reduction over no elements gives it and one over padding of it gives the unpadded result),
- * or undefined when `op` has none on `t`. Integers are numbers (s64: a bigint); pred is 0 or 1
+ * or undefined when `op` has none on `t`. Integers are numbers (s64, u64: bigints); pred is 0 or 1
  * (pred add is or, pred multiply is and, as the evaluator defines them). Float addition's
  * identity is -0 (x + -0 is x for every x, -0 included; +0 would turn -0 into +0).
  */
 export function reducerIdentity(op: string, t: ElementType): number | bigint | undefined {
   const info = ELEMENT_TYPE_INFO[t];
-  const int = (v: number | bigint): number | bigint => (t === "s64" ? BigInt(v) : Number(v));
+  if (t === "token") return undefined;
+  const big = t === "s64" || t === "u64";
+  const int = (v: number | bigint): number | bigint => (big ? BigInt(v) : Number(v));
   switch (op) {
     case "add":
       return info.float ? -0 : int(0);
@@ -102,7 +141,8 @@ export function reducerIdentity(op: string, t: ElementType): number | bigint | u
       return info.max;
     case "and":
       if (info.float) return undefined;
-      return t === "pred" ? 1 : t === "u8" ? 255 : int(-1);
+      // All ones: -1 for a signed type, the largest value for an unsigned one.
+      return t === "pred" ? 1 : info.signed ? int(-1) : info.max;
     case "or":
     case "xor":
       return info.float ? undefined : int(0);
@@ -116,4 +156,26 @@ export function reducerIdentityValue(op: string, t: ElementType): ScalarValue | 
   const v = reducerIdentity(op, t);
   if (v === undefined) return undefined;
   return t === "pred" ? v === 1 : v;
+}
+
+/**
+ * Two's-complement wrap of an integer to a number-stored integer type (every integer type but s64
+ * and u64): the value modulo 2^bits, in the type's range. Exact for any integer argument up to
+ * 2^53 in magnitude (JavaScript's ToInt32 reduces modulo 2^32 exactly).
+ */
+export function wrapInteger(t: ElementType): (x: number) => number {
+  const { bits, signed, integer } = ELEMENT_TYPE_INFO[t];
+  if (!integer) throw new Error(`wrapInteger: ${t} is not an integer type`);
+  if (bits >= 64) throw new Error(`wrapInteger: ${t} values are bigints`);
+  if (bits === 32) return signed ? (x) => x | 0 : (x) => x >>> 0;
+  const k = 32 - bits;
+  const mask = (1 << bits) - 1;
+  return signed ? (x) => (x << k) >> k : (x) => x & mask;
+}
+
+/** The wrap of wrapInteger for the bigint-stored types s64 and u64. */
+export function wrapBigInteger(t: ElementType): (x: bigint) => bigint {
+  if (t === "s64") return (x) => BigInt.asIntN(64, x);
+  if (t === "u64") return (x) => BigInt.asUintN(64, x);
+  throw new Error(`wrapBigInteger: ${t} values are not bigints`);
 }

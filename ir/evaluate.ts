@@ -8,7 +8,7 @@
 // naming the instruction, its operands' shapes and what went wrong.
 
 import { EvalError } from "./errors.ts";
-import type { Literal } from "./literal.ts";
+import { Literal } from "./literal.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
 import type { Opcode } from "./opcodes.ts";
 import { shapeToString } from "./shape.ts";
@@ -31,6 +31,7 @@ import {
   iotaOp,
   padOp,
   reshapeOp,
+  bitcastOp,
   reverseOp,
   setDimensionSizeOp,
   sliceOp,
@@ -151,6 +152,11 @@ export const EVALUATORS = {
   parameter: parameterOp,
   constant: constantOp,
   iota: iotaOp,
+  // The evaluator runs a program as one replica of one partition (docs/ir.md).
+  "replica-id": () => new Literal("u32", [], new Uint32Array(1)),
+  "partition-id": () => new Literal("u32", [], new Uint32Array(1)),
+  // A token carries nothing: its value is the one token literal.
+  "after-all": () => new Literal("token", [], new Uint8Array(1)),
   abs: unaryOp("abs"),
   negate: unaryOp("negate"),
   sign: unaryOp("sign"),
@@ -197,6 +203,7 @@ export const EVALUATORS = {
   clamp: clampOp,
   broadcast: broadcastOp,
   reshape: reshapeOp,
+  bitcast: bitcastOp,
   transpose: transposeOp,
   slice: sliceOp,
   "dynamic-slice": dynamicSliceOp,

@@ -7,6 +7,7 @@
 // accumulation then cast gives the same bits for dot; for convolution XLA's evaluator saturates
 // instead, which no backend does, so Kiln wraps for both).
 
+import { wrapInteger } from "./element_types.ts";
 import { allocate, Literal } from "./literal.ts";
 import type { Instruction } from "./module.ts";
 import type { ElementType } from "./shape.ts";
@@ -57,6 +58,25 @@ function accumulatorFor(t: ElementType): Accumulator {
       };
     case "pred":
       return { zero: 0, mac: (acc, a, b) => (acc as number) | ((a as number) & (b as number)) };
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32": {
+      const wrap = wrapInteger(t);
+      return {
+        zero: 0,
+        mac: (acc, a, b) => wrap((acc as number) + Math.imul(a as number, b as number)),
+      };
+    }
+    case "token":
+      return fail("a token has no arithmetic");
+    case "u64":
+      return {
+        zero: 0n,
+        mac: (acc, a, b) => BigInt.asUintN(64, (acc as bigint) + (a as bigint) * (b as bigint)),
+      };
     default: {
       const never: never = t;
       return fail(`no multiply-accumulate for ${String(never)}`);

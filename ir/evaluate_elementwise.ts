@@ -2,11 +2,14 @@
 // ternary opcode per element type, compare (IEEE and TOTALORDER), select, clamp, convert and
 // bitcast-convert, plus the loops that map them over literals. Semantics follow XLA's HloEvaluator
 // (xla/hlo/evaluator/hlo_evaluator_typed_visitor.h): floats compute in double and round once to
-// the result type (f16/bf16 through f32, as XLA computes half types in f32); s32/u8/s64 wrap;
+// the result type (f16/bf16 through f32, as XLA computes half types in f32); every integer type
+// wraps (two's complement, modulo 2^bits: s4 s8 s16 s32 s64 u4 u8 u16 u32 u64);
 // integer x/0 = -1 (all ones unsigned), INT_MIN/-1 = INT_MIN, x%0 = x, INT_MIN%-1 = 0;
 // maximum/minimum propagate NaN and otherwise return the lhs on ties (std::max/std::min, so
 // max(-0, +0) = -0 and max(+0, -0) = +0); shifts by >= the bit width (or negative) give 0, or the
-// sign fill for an arithmetic right shift, which treats u8 as int8 (XLA's make_signed).
+// sign fill for an arithmetic right shift, which treats an unsigned type as the signed one of its
+// width (XLA's make_signed). s32, u8 and s64 have their own kernel tables; the other integer types
+// share width-parameterized kernels (intKernel1/intKernel2, bigKernel1/bigKernel2 for u64).
 
 import type { ComparisonDirection, ComparisonType } from "./attributes.ts";
 import {
@@ -17,7 +20,8 @@ import {
   roundToBF16,
   roundToF16,
 } from "./literal.ts";
-import { elementByteSize, type ElementType } from "./shape.ts";
+import { ELEMENT_TYPE_INFO, wrapBigInteger, wrapInteger } from "./element_types.ts";
+import { elementByteSize, type ElementType, isBigIntType, isIntegerType } from "./shape.ts";
 import {
   asLiteral,
   attr,
@@ -50,7 +54,8 @@ interface Kernels2 {
   pred?: (a: number, b: number) => number;
 }
 
-function slot(t: ElementType): keyof Kernels1 {
+/** The kernel-table slot of t, or undefined for the types with width-parameterized kernels. */
+function slot(t: ElementType): keyof Kernels1 | undefined {
   switch (t) {
     case "f32":
     case "f16":
@@ -62,6 +67,16 @@ function slot(t: ElementType): keyof Kernels1 {
     case "s64":
     case "pred":
       return t;
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32":
+    case "u64":
+      return undefined;
+    case "token":
+      return fail("a token has no arithmetic");
     default: {
       const never: never = t;
       return fail(`unknown element type ${String(never)}`);
@@ -449,16 +464,174 @@ export function isBinaryName(op: string): op is BinaryName {
 
 /** The scalar kernel of a unary opcode for element type t (fails if undefined for t). */
 export function unaryKernel(op: UnaryName, t: ElementType): F1 {
-  const k = UNARY[op][slot(t)];
+  const s = slot(t);
+  const k =
+    s !== undefined ? UNARY[op][s] : isBigIntType(t) ? bigKernel1(op, t) : intKernel1(op, t);
   if (!k) fail(`${op} is not defined for ${t}`);
   return k as F1;
 }
 
 /** The scalar kernel of a binary opcode for element type t (fails if undefined for t). */
 export function binaryKernel(op: BinaryName, t: ElementType): F2 {
-  const k = BINARY[op][slot(t)];
+  const s = slot(t);
+  const k =
+    s !== undefined ? BINARY[op][s] : isBigIntType(t) ? bigKernel2(op, t) : intKernel2(op, t);
   if (!k) fail(`${op} is not defined for ${t}`);
   return k as F2;
+}
+
+// ---- width-parameterized integer kernels ----------------------------------------------------
+
+/** A number-stored integer type's unary kernel (s4 s8 s16 u4 u16 u32), or undefined. */
+function intKernel1(op: UnaryName, t: ElementType): ((x: number) => number) | undefined {
+  const { signed } = ELEMENT_TYPE_INFO[t];
+  const wrap = wrapInteger(t);
+  switch (op) {
+    case "abs":
+      return signed ? (x) => wrap(x < 0 ? -x : x) : id;
+    case "negate":
+      return (x) => wrap(-x);
+    case "sign":
+      return signed ? (x) => (x > 0 ? 1 : x < 0 ? -1 : 0) : (x) => (x > 0 ? 1 : 0);
+    case "not":
+      return (x) => wrap(~x);
+    case "copy":
+      return id;
+    default:
+      return undefined;
+  }
+}
+
+/** A number-stored integer type's binary kernel (s4 s8 s16 u4 u16 u32), or undefined. */
+function intKernel2(
+  op: BinaryName,
+  t: ElementType,
+): ((a: number, b: number) => number) | undefined {
+  const { bits, signed } = ELEMENT_TYPE_INFO[t];
+  const wrap = wrapInteger(t);
+  // The value as the signed / unsigned type of the same width (XLA's make_signed/make_unsigned).
+  const asSigned = signed ? id : wrapInteger(`s${bits}` as ElementType);
+  const asUnsigned = signed ? wrapInteger(`u${bits}` as ElementType) : id;
+  const outOfRange = (b: number) => b < 0 || b >= bits;
+  switch (op) {
+    case "add":
+      return (a, b) => wrap(a + b);
+    case "subtract":
+      return (a, b) => wrap(a - b);
+    case "multiply":
+      return (a, b) => wrap(Math.imul(a, b));
+    case "divide":
+      // |a|, |b| < 2^32, so the double quotient truncates to the exact integer quotient.
+      return (a, b) => (b === 0 ? wrap(-1) : wrap(Math.trunc(a / b)));
+    case "remainder":
+      return (a, b) => (b === 0 ? a : wrap(a % b));
+    case "power":
+      return (a, b) => {
+        if (a === 1 || b === 0) return 1;
+        if (b < 0) return 0;
+        let result = 1;
+        let base = a;
+        let e = b;
+        while (e > 0) {
+          if (e % 2 === 1) result = wrap(Math.imul(result, base));
+          base = wrap(Math.imul(base, base));
+          e = Math.floor(e / 2);
+        }
+        return result;
+      };
+    case "maximum":
+      return maxOf;
+    case "minimum":
+      return minOf;
+    case "and":
+      return (a, b) => wrap(a & b);
+    case "or":
+      return (a, b) => wrap(a | b);
+    case "xor":
+      return (a, b) => wrap(a ^ b);
+    case "shift-left":
+      return (a, b) => (outOfRange(b) ? 0 : wrap(a << b));
+    case "shift-right-arithmetic":
+      return (a, b) => {
+        const x = asSigned(a);
+        return wrap(outOfRange(b) ? (x < 0 ? -1 : 0) : x >> b);
+      };
+    case "shift-right-logical":
+      return (a, b) => (outOfRange(b) ? 0 : wrap(asUnsigned(a) >>> b));
+    default:
+      return undefined;
+  }
+}
+
+const U64_MAX = 2n ** 64n - 1n;
+
+/** u64's unary kernel, or undefined (s64 has its own table). */
+function bigKernel1(op: UnaryName, t: ElementType): ((x: bigint) => bigint) | undefined {
+  const wrap = wrapBigInteger(t);
+  switch (op) {
+    case "abs":
+    case "copy":
+      return id;
+    case "negate":
+      return (x) => wrap(-x);
+    case "sign":
+      return (x) => (x > 0n ? 1n : 0n);
+    case "not":
+      return (x) => wrap(~x);
+    default:
+      return undefined;
+  }
+}
+
+/** u64's binary kernel, or undefined. */
+function bigKernel2(op: BinaryName, t: ElementType): ((a: bigint, b: bigint) => bigint) | undefined {
+  const wrap = wrapBigInteger(t);
+  switch (op) {
+    case "add":
+      return (a, b) => wrap(a + b);
+    case "subtract":
+      return (a, b) => wrap(a - b);
+    case "multiply":
+      return (a, b) => wrap(a * b);
+    case "divide":
+      return (a, b) => (b === 0n ? U64_MAX : a / b);
+    case "remainder":
+      return (a, b) => (b === 0n ? a : a % b);
+    case "power":
+      return (a, b) => {
+        if (a === 1n || b === 0n) return 1n;
+        let result = 1n;
+        let base = a;
+        let e = b;
+        while (e > 0n) {
+          if (e & 1n) result = wrap(result * base);
+          base = wrap(base * base);
+          e >>= 1n;
+        }
+        return result;
+      };
+    case "maximum":
+      return maxOf;
+    case "minimum":
+      return minOf;
+    case "and":
+      return (a, b) => a & b;
+    case "or":
+      return (a, b) => a | b;
+    case "xor":
+      return (a, b) => a ^ b;
+    case "shift-left":
+      return (a, b) => (b >= 64n ? 0n : wrap(a << b));
+    case "shift-right-arithmetic":
+      return (a, b) => {
+        const x = BigInt.asIntN(64, a);
+        return wrap(b >= 64n ? (x < 0n ? -1n : 0n) : x >> b);
+      };
+    case "shift-right-logical":
+      return (a, b) => (b >= 64n ? 0n : a >> b);
+    default:
+      return undefined;
+  }
 }
 
 // ---- compare ------------------------------------------------------------------------------
@@ -633,26 +806,28 @@ export const clampOp: OpImpl = (_instr, ops) => {
 
 // ---- convert ------------------------------------------------------------------------------
 
-const INT_RANGE: Record<"s32" | "u8", [number, number]> = {
-  s32: [-2147483648, 2147483647],
-  u8: [0, 255],
-};
-
 /** Float → integer: truncate toward zero, NaN → 0, saturate at the type's range (XLA). */
-function floatToInt(to: "s32" | "u8"): (x: number) => number {
-  const [lo, hi] = INT_RANGE[to];
+function floatToInt(to: ElementType): (x: number) => number {
+  const lo = ELEMENT_TYPE_INFO[to].min as number;
+  const hi = ELEMENT_TYPE_INFO[to].max as number;
   return (x) => (Number.isNaN(x) ? 0 : x <= lo ? lo : x >= hi ? hi : Math.trunc(x) + 0);
 }
 
 const TWO63 = 2 ** 63;
+const TWO64 = 2 ** 64;
 function floatToS64(x: number): bigint {
   if (Number.isNaN(x)) return 0n;
   if (x >= TWO63) return 2n ** 63n - 1n;
   if (x <= -TWO63) return S64_MIN;
   return BigInt(Math.trunc(x));
 }
+function floatToU64(x: number): bigint {
+  if (Number.isNaN(x) || x <= 0) return 0n;
+  if (x >= TWO64) return U64_MAX;
+  return BigInt(Math.trunc(x));
+}
 
-/** The f32 nearest to an s64 (ties to even), rounding once from the exact integer. */
+/** The f32 nearest to a 64-bit integer (ties to even), rounding once from the exact integer. */
 function s64ToF32(v: bigint): number {
   const neg = v < 0n;
   const m = neg ? -v : v;
@@ -670,40 +845,46 @@ function s64ToF32(v: bigint): number {
 /** The scalar conversion between element types as XLA's Literal::Convert does it. */
 export function converter(from: ElementType, to: ElementType): F1 {
   if (from === to) return id;
-  if (to === "pred") return from === "s64" ? (x) => (x !== 0n ? 1 : 0) : (x) => (x !== 0 ? 1 : 0);
-  if (from === "s64") {
-    switch (to) {
-      case "s32":
-        return (x) => Number(BigInt.asIntN(32, x as bigint));
-      case "u8":
-        return (x) => Number(BigInt.asUintN(8, x as bigint));
-      case "f32":
-        return (x) => s64ToF32(x as bigint);
-      case "f16":
-        return (x) => roundToF16(s64ToF32(x as bigint));
-      case "bf16":
-        return (x) => roundToBF16(s64ToF32(x as bigint));
-      case "f64":
-        return (x) => Number(x as bigint);
-      default:
-        return fail(`cannot convert s64 to ${to}`);
-    }
-  }
-  if (to === "s64") return isFloat(from) ? (x) => floatToS64(x as number) : (x) => BigInt(x);
-  // from and to are now among pred s32 u8 f16 bf16 f32 f64 (numbers).
+  if (from === "token" || to === "token") fail(`cannot convert ${from} to ${to}`);
+  const fromBig = isBigIntType(from);
+  if (to === "pred") return fromBig ? (x) => (x !== 0n ? 1 : 0) : (x) => (x !== 0 ? 1 : 0);
   if (isFloat(from)) {
-    if (to === "s32" || to === "u8") return floatToInt(to) as F1;
+    if (to === "s64") return (x) => floatToS64(x as number);
+    if (to === "u64") return (x) => floatToU64(x as number);
+    if (isIntegerType(to)) return floatToInt(to) as F1;
     if (to === "f16") return roundToF16 as F1;
     if (to === "bf16") return roundToBF16 as F1;
     if (to === "f32" && from === "f64") return ((x: number) => Math.fround(x)) as F1;
     return id; // → f32 from f16/bf16, → f64 from any float: exact
   }
-  // from is pred, s32 or u8: integers convert modulo the width, to floats by rounding (via f32).
+  // from is pred or an integer type: integers convert modulo the width, to floats by rounding.
+  if (fromBig) {
+    const big = (f: (x: bigint) => Scalar): F1 => (x) => f(x as bigint);
+    switch (to) {
+      case "s64":
+      case "u64": {
+        const wrap = wrapBigInteger(to);
+        return big(wrap);
+      }
+      case "f32":
+        return big(s64ToF32);
+      case "f16":
+        return big((x) => roundToF16(s64ToF32(x)));
+      case "bf16":
+        return big((x) => roundToBF16(s64ToF32(x)));
+      case "f64":
+        return big((x) => Number(x));
+      default: {
+        const wrap = wrapInteger(to);
+        return big((x) => wrap(Number(BigInt.asUintN(32, x))));
+      }
+    }
+  }
   switch (to) {
-    case "s32":
-      return (x) => (x as number) | 0;
-    case "u8":
-      return (x) => (x as number) & 255;
+    case "s64":
+      return (x) => BigInt(x);
+    case "u64":
+      return (x) => BigInt.asUintN(64, BigInt(x));
     case "f32":
       return (x) => Math.fround(x as number);
     case "f16":
@@ -713,6 +894,7 @@ export function converter(from: ElementType, to: ElementType): F1 {
     case "f64":
       return id;
     default:
+      if (isIntegerType(to)) return wrapInteger(to) as F1;
       return fail(`cannot convert ${from} to ${to}`);
   }
 }

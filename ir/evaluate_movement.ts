@@ -7,13 +7,15 @@
 
 import { Literal } from "./literal.ts";
 import type { Instruction } from "./module.ts";
-import type { ArrayShape } from "./shape.ts";
+import { type ArrayShape, isBigIntType, isIntegerType } from "./shape.ts";
+import { wrapInteger } from "./element_types.ts";
 import {
   asLiteral,
   attr,
   build,
   clampInt,
   elems,
+  mutableElems,
   fail,
   forEachIndex,
   linearIndex,
@@ -64,22 +66,15 @@ export const iotaOp: OpImpl = (instr) => {
   // iota has no operand to take an actual size from: a dynamic dim takes its bound.
   const dims = shape.dims;
   const round = roundFor(shape.type);
-  return build(shape.type, dims, (out) => {
+  const t = shape.type;
+  const wrap = isIntegerType(t) && !isBigIntType(t) ? wrapInteger(t) : undefined;
+  return build(t, dims, (out) => {
     forEachIndex(dims, (idx, linear) => {
       const v = idx[d]!;
-      switch (shape.type) {
-        case "s64":
-          out[linear] = BigInt(v);
-          break;
-        case "pred":
-          out[linear] = v !== 0 ? 1 : 0;
-          break;
-        case "u8":
-          out[linear] = v & 255;
-          break;
-        default:
-          out[linear] = round ? round(v) : v;
-      }
+      if (isBigIntType(t)) out[linear] = BigInt(v);
+      else if (t === "pred") out[linear] = v !== 0 ? 1 : 0;
+      else if (wrap) out[linear] = wrap(v);
+      else out[linear] = round ? round(v) : v;
     });
   });
 };
@@ -164,6 +159,53 @@ export const reshapeOp: OpImpl = (instr, ops) => {
   // Row-major order is unchanged by a reshape: the storage is reused as is.
   return new Literal(x.type, dims, x.data.slice());
 };
+
+/** Per logical dim, the stride of its index in a buffer laid out minor-to-major `m2m`. */
+function layoutStrides(dims: readonly number[], m2m: readonly number[] | undefined): number[] {
+  const order = m2m ?? dims.map((_, k) => dims.length - 1 - k);
+  const strides = new Array<number>(dims.length).fill(0);
+  let s = 1;
+  for (const d of order) {
+    strides[d] = s;
+    s *= dims[d]!;
+  }
+  return strides;
+}
+
+/**
+ * bitcast: the operand's physical buffer (its elements in the order of its layout; no layout is
+ * XLA's default, row-major) read as the result shape in the result's layout.
+ */
+export const bitcastOp: OpImpl = (instr, ops) => {
+  const x = asLiteral(ops[0], "operand");
+  const shape = declaredArray(instr);
+  const operandShape = instr.operand(0).shape;
+  if (operandShape.kind !== "array") fail("bitcast of a tuple");
+  if (x.size !== elementCountOf(shape.dims)) {
+    fail(`bitcast of ${x.size} elements to ${shape.dims.join("x")}`);
+  }
+  const inStrides = layoutStrides(x.dims, operandShape.layout);
+  const physical = new (x.data.constructor as new (n: number) => typeof x.data)(x.size);
+  const src = elems(x);
+  const dst = mutableElems(physical);
+  forEachIndex(x.dims, (idx, linear) => {
+    let off = 0;
+    for (let d = 0; d < idx.length; d++) off += idx[d]! * inStrides[d]!;
+    dst[off] = src[linear]!;
+  });
+  const outStrides = layoutStrides(shape.dims, shape.layout);
+  return build(x.type, shape.dims, (out) => {
+    forEachIndex(shape.dims, (idx, linear) => {
+      let off = 0;
+      for (let d = 0; d < idx.length; d++) off += idx[d]! * outStrides[d]!;
+      out[linear] = dst[off]!;
+    });
+  });
+};
+
+function elementCountOf(dims: readonly number[]): number {
+  return dims.reduce((a, b) => a * b, 1);
+}
 
 export const transposeOp: OpImpl = (instr, ops) => {
   const x = asLiteral(ops[0], "operand");

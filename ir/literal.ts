@@ -1,9 +1,13 @@
 // Literals: an array value of the IR (element type, dims, a typed array in row-major order).
 // Storage per element type: f32, f16 and bf16 in a Float32Array (f16/bf16 values are always
-// exactly representable in their type: every write rounds to nearest even), s32 in an Int32Array,
-// s64 in a BigInt64Array (exact 64-bit integer semantics), u8 and pred (0 or 1) in a Uint8Array.
+// exactly representable in their type: every write rounds to nearest even), f64 in a
+// Float64Array, each integer type in the typed array of its width and signedness (s8 Int8Array,
+// s16 Int16Array, s32 Int32Array, u16 Uint16Array, u32 Uint32Array; s64 and u64 in BigInt64Array
+// and BigUint64Array, exact 64-bit semantics), s4 in an Int8Array and u4 in a Uint8Array (values
+// in [-8, 7] and [0, 15]), u8 and pred (0 or 1) in a Uint8Array.
 // Also the f16/bf16 bit conversions used by the proto form and later by safetensors.
 
+import { ELEMENT_TYPE_INFO } from "./element_types.ts";
 import {
   arrayShape,
   type ArrayShape,
@@ -13,7 +17,17 @@ import {
 } from "./shape.ts";
 import { arraySizeProblem } from "./sizes.ts";
 
-export type LiteralData = Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array;
+export type LiteralData =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | BigInt64Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+  | BigUint64Array;
 export type ScalarValue = number | bigint | boolean;
 
 export class Literal {
@@ -45,7 +59,7 @@ export class Literal {
     return this.data.length;
   }
 
-  /** Element i in row-major order: a number (bigint for s64; 0/1 for pred). */
+  /** Element i in row-major order: a number (bigint for s64 and u64; 0/1 for pred). */
   get(i: number): number | bigint {
     return this.data[i]!;
   }
@@ -89,33 +103,42 @@ export class Literal {
   }
 }
 
-export function storageCtor(
-  type: ElementType,
-):
+export type StorageConstructor =
   | Float32ArrayConstructor
   | Float64ArrayConstructor
+  | Int8ArrayConstructor
+  | Int16ArrayConstructor
   | Int32ArrayConstructor
   | BigInt64ArrayConstructor
-  | Uint8ArrayConstructor {
-  switch (type) {
-    case "f32":
-    case "f16":
-    case "bf16":
-      return Float32Array;
-    case "f64":
-      return Float64Array;
-    case "s32":
-      return Int32Array;
-    case "s64":
-      return BigInt64Array;
-    case "u8":
-    case "pred":
-      return Uint8Array;
-    default: {
-      const never: never = type;
-      throw new Error(`unknown element type ${String(never)}`);
-    }
-  }
+  | Uint8ArrayConstructor
+  | Uint16ArrayConstructor
+  | Uint32ArrayConstructor
+  | BigUint64ArrayConstructor;
+
+const STORAGE_CTORS: { readonly [K in ElementType]: StorageConstructor } = {
+  pred: Uint8Array,
+  s4: Int8Array,
+  s8: Int8Array,
+  s16: Int16Array,
+  s32: Int32Array,
+  s64: BigInt64Array,
+  u4: Uint8Array,
+  u8: Uint8Array,
+  u16: Uint16Array,
+  u32: Uint32Array,
+  u64: BigUint64Array,
+  f16: Float32Array,
+  bf16: Float32Array,
+  f32: Float32Array,
+  f64: Float64Array,
+  // A token literal is the evaluator's value of a token: one 0 byte, no meaning.
+  token: Uint8Array,
+};
+
+export function storageCtor(type: ElementType): StorageConstructor {
+  const c = STORAGE_CTORS[type];
+  if (c === undefined) throw new Error(`unknown element type ${String(type)}`);
+  return c;
 }
 
 /** Zero-filled storage for n elements of `type`; a size no array can have is an error. */
@@ -144,24 +167,40 @@ export function toStored(type: ElementType, v: ScalarValue): number | bigint {
       if (v === 0 || v === 1 || v === 0n || v === 1n) return Number(v);
       throw new Error(`pred value must be true/false or 0/1, got ${String(v)}`);
     }
-    case "s64": {
-      if (typeof v === "bigint") {
-        if (v !== BigInt.asIntN(64, v)) throw new Error(`${v} is out of range for s64`);
-        return v;
+    case "s64":
+    case "u64": {
+      const { min, max } = ELEMENT_TYPE_INFO[type];
+      let b: bigint;
+      if (typeof v === "bigint") b = v;
+      else {
+        const n = Number(v);
+        if (!Number.isInteger(n)) throw new Error(`${type} value must be an integer, got ${n}`);
+        if (!Number.isSafeInteger(n)) {
+          throw new Error(`${type} value ${n} is beyond Number.MAX_SAFE_INTEGER; pass a bigint`);
+        }
+        b = BigInt(n);
       }
-      const n = Number(v);
-      if (!Number.isInteger(n)) throw new Error(`s64 value must be an integer, got ${n}`);
-      if (!Number.isSafeInteger(n)) {
-        throw new Error(`s64 value ${n} is beyond Number.MAX_SAFE_INTEGER; pass a bigint`);
+      if (b < (min as bigint) || b > (max as bigint)) {
+        throw new Error(`${b} is out of range for ${type}`);
       }
-      return BigInt(n);
+      return b;
     }
+    case "token":
+      throw new Error("a token has no values");
+    case "s4":
+    case "s8":
+    case "s16":
     case "s32":
-    case "u8": {
-      const n = Number(v);
-      const [lo, hi] = type === "s32" ? [-2147483648, 2147483647] : [0, 255];
+    case "u4":
+    case "u8":
+    case "u16":
+    case "u32": {
+      const n = typeof v === "bigint" ? Number(v) : Number(v);
+      const { min: lo, max: hi } = ELEMENT_TYPE_INFO[type];
       if (!Number.isInteger(n)) throw new Error(`${type} value must be an integer, got ${n}`);
-      if (n < lo || n > hi) throw new Error(`${n} is out of range for ${type} [${lo}, ${hi}]`);
+      if (n < (lo as number) || n > (hi as number)) {
+        throw new Error(`${n} is out of range for ${type} [${lo}, ${hi}]`);
+      }
       return n;
     }
     default: {
@@ -297,7 +336,8 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /**
  * The little-endian bytes of every element of `data` (stored as `type`), in row-major order:
- * f16/bf16 as their 16 bits, f32 as its raw bits (so NaN payloads survive), s64 as 8 bytes.
+ * f16/bf16 as their 16 bits, f32 as its raw bits (so NaN payloads survive), s64/u64 as 8 bytes,
+ * s4/u4 one per byte (the value's low 4 bits, as XLA stores them unpacked).
  * pred has no defined bit layout here and is refused.
  */
 export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
@@ -328,11 +368,30 @@ export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
       case "s64":
         view.setBigInt64(i * 8, v as bigint, true);
         break;
+      case "u64":
+        view.setBigUint64(i * 8, v as bigint, true);
+        break;
+      case "s4":
+      case "s8":
+        view.setInt8(i, v as number);
+        break;
+      case "u4":
       case "u8":
         view.setUint8(i, v as number);
         break;
+      case "s16":
+        view.setInt16(i * 2, v as number, true);
+        break;
+      case "u16":
+        view.setUint16(i * 2, v as number, true);
+        break;
+      case "u32":
+        view.setUint32(i * 4, v as number, true);
+        break;
       case "pred":
         throw new Error("pred values have no byte layout to reinterpret");
+      case "token":
+        throw new Error("a token has no bytes");
       default: {
         const never: never = type;
         throw new Error(`unknown element type ${String(never)}`);
@@ -376,11 +435,35 @@ export function dataFromBytes(type: ElementType, bytes: Uint8Array): LiteralData
       case "s64":
         out[i] = view.getBigInt64(i * 8, true);
         break;
+      case "u64":
+        out[i] = view.getBigUint64(i * 8, true);
+        break;
+      case "s8":
+        out[i] = view.getInt8(i);
+        break;
       case "u8":
         out[i] = view.getUint8(i);
         break;
+      case "s4":
+        // The low 4 bits, sign-extended (XLA keeps one s4 per byte).
+        out[i] = (view.getUint8(i) << 28) >> 28;
+        break;
+      case "u4":
+        out[i] = view.getUint8(i) & 15;
+        break;
+      case "s16":
+        out[i] = view.getInt16(i * 2, true);
+        break;
+      case "u16":
+        out[i] = view.getUint16(i * 2, true);
+        break;
+      case "u32":
+        out[i] = view.getUint32(i * 4, true);
+        break;
       case "pred":
         throw new Error("pred values have no byte layout to reinterpret");
+      case "token":
+        throw new Error("a token has no bytes");
       default: {
         const never: never = type;
         throw new Error(`unknown element type ${String(never)}`);

@@ -57,6 +57,7 @@ export const OPCODES = [
   // Shape and data movement
   "broadcast",
   "reshape",
+  "bitcast",
   "transpose",
   "slice",
   "dynamic-slice",
@@ -83,6 +84,11 @@ export const OPCODES = [
   // Bounded dynamism
   "get-dimension-size",
   "set-dimension-size",
+  // Replicas and partitions (the evaluator runs one of each: both are 0)
+  "replica-id",
+  "partition-id",
+  // Ordering of side effects
+  "after-all",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -183,6 +189,7 @@ export const OPCODE_INFO = {
   clamp: ternary,
   broadcast: move(1),
   reshape: move(1),
+  bitcast: move(1),
   transpose: move(1),
   slice: move(1),
   "dynamic-slice": move("variadic"),
@@ -209,6 +216,9 @@ export const OPCODE_INFO = {
   while: { group: "control", arity: 1, called: "while", elementwise: false },
   conditional: { group: "control", arity: "variadic", called: "branches", elementwise: false },
   "get-dimension-size": { group: "dynamic", arity: 1, called: "none", elementwise: false },
+  "replica-id": leaf,
+  "partition-id": leaf,
+  "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };

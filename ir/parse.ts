@@ -1,13 +1,15 @@
 // The HLO text parser: reads XLA's HLO text syntax (what ir/print.ts writes, and what XLA's own
 // parser accepts in its tests: names with or without `%`, operands with or without shapes,
 // `/* */` and `//` comments, optional signatures, computations in any order, `HloModule`
-// header attributes) into a Module. It works in two steps: the text is read into a small
+// header attributes, result shapes left out for the shape rule to infer, nested instructions as
+// operands (`add(f32[2] negate(x), y)`, emitted before their user as `negate.anon`), a scalar
+// `broadcast(x)` without `dimensions=`) into a Module. It works in two steps: the text is read into a small
 // syntax tree (so computations may be called before they are defined), then the Module is built
 // with Computation.addInstruction, taking each declared shape as given. As in XLA, an operand
 // must be defined before its use and, without an ENTRY keyword, the last computation is the
 // entry. A Module's instruction names are module-wide, so a name reused in another computation
 // gets a fresh `.N` suffix. XLA attributes that do not change what a program computes here
-// (IGNORED_ATTRS: sharding, frontend_attributes, ...) are read and dropped; any other unknown
+// (IGNORED_ATTRS: statistics, control-predecessors, ...) are read and dropped; any other unknown
 // attribute is an error. Every failure is a ParseError with the line and column and what was
 // expected there; the verifier is not run.
 
@@ -27,6 +29,8 @@ import {
   type WindowDim,
 } from "./attributes.ts";
 import { ParseError } from "./errors.ts";
+import { parseSharding, shardingToString } from "./sharding.ts";
+import { DECLARED_SHAPE_OPCODES, inferShape } from "./shape_inference.ts";
 import { allocate, Literal, type ScalarValue, toStored } from "./literal.ts";
 import { type Computation, type Instruction, Module } from "./module.ts";
 import { isOpcode, OPCODE_INFO, type Opcode } from "./opcodes.ts";
@@ -34,7 +38,10 @@ import {
   type ArrayShape,
   ELEMENT_TYPES,
   type ElementType,
+  isBigIntType,
   isElementType,
+  isIntegerType,
+  type LayoutDetails,
   MAX_TUPLE_DEPTH,
   type Shape,
   shapeToString,
@@ -57,7 +64,11 @@ interface OperandAst extends NameRef {
 interface InstrAst extends NameRef {
   isRoot: boolean;
   rootPos: number;
-  shape: Shape;
+  /** The written result shape; undefined when omitted for the shape rule to infer (as XLA). */
+  shape: Shape | undefined;
+  shapePos: number;
+  /** A nested instruction written as an operand (`add(f32[2] negate(x), y)`): no name given. */
+  anonymous?: boolean;
   opcode: Opcode;
   opcodePos: number;
   operands: OperandAst[];
@@ -126,8 +137,6 @@ function newDraft(): Draft {
 
 /** XLA attributes that Kiln reads and drops: they do not change what a program computes here. */
 const IGNORED_ATTRS: ReadonlySet<string> = new Set([
-  "sharding",
-  "frontend_attributes",
   "statistics",
   "parameter_replication",
   "origin",
@@ -148,7 +157,12 @@ const IGNORED_METADATA: ReadonlySet<string> = new Set([
 ]);
 
 const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
-const GLOBAL_ATTRS: readonly AttrKey[] = ["backend_config", "metadata"];
+const GLOBAL_ATTRS: readonly AttrKey[] = [
+  "sharding",
+  "frontend_attributes",
+  "backend_config",
+  "metadata",
+];
 const COMPARISON_TYPES: readonly ComparisonType[] = ["FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"];
 const FUSION_KINDS: readonly FusionKind[] = ["kLoop", "kInput", "kOutput", "kCustom"];
 /** The largest finite value of each float type, for the out-of-range message. */
@@ -420,6 +434,32 @@ class Parser {
   }
 
   /** Skips one attribute value: a balanced {...}/(...)/[...], a string, or a word. */
+  /** `{key="value", key2={braced text}}`: frontend attributes, sorted by key. */
+  frontendAttributes(): [string, string][] {
+    this.expect("{", "to open frontend_attributes");
+    const out = new Map<string, string>();
+    if (!this.eat("}")) {
+      for (;;) {
+        this.ws();
+        const keyPos = this.pos;
+        const key = match(/[A-Za-z0-9_.-]+/y, this.text, keyPos);
+        if (key === undefined) this.fail("a frontend attribute name");
+        this.pos += key.length;
+        this.expect("=", `after frontend attribute '${key}'`);
+        this.ws();
+        const value = this.text[this.pos] === "{" ? this.skipBalanced() : this.string();
+        if (out.has(key)) {
+          throw this.error(keyPos, `expected each frontend attribute once, got '${key}' again`);
+        }
+        out.set(key, value);
+        if (this.eat(",")) continue;
+        this.expect("}", "to close frontend_attributes");
+        break;
+      }
+    }
+    return [...out].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
   skipValue(): void {
     this.ws();
     const open = this.text[this.pos] ?? "";
@@ -530,14 +570,73 @@ class Parser {
         this.fail("',' or ']' in the shape's dimensions");
       }
     }
-    const layout = this.layout(dims.length);
-    return layout
-      ? { kind: "array", type: t, dims, dynamic, layout }
-      : { kind: "array", type: t, dims, dynamic };
+    const parsed = this.layout(dims.length);
+    if (!parsed) return { kind: "array", type: t, dims, dynamic };
+    const { order: layout, details } = parsed;
+    return details
+      ? { kind: "array", type: t, dims, dynamic, layout, layoutDetails: details }
+      : { kind: "array", type: t, dims, dynamic, layout };
   }
 
-  /** `{1,0}` after a shape's dims, when present. */
-  private layout(rank: number): number[] | undefined {
+  /** A layout's details after the `:`: tiles `T(8,128)(2,1)`, `E(bits)`, `S(memory space)`. */
+  private layoutDetails(): LayoutDetails {
+    const tiles: number[][] = [];
+    let elementSizeInBits: number | undefined;
+    let memorySpace: number | undefined;
+    for (;;) {
+      this.ws();
+      const at = this.pos;
+      const c = this.text[at];
+      if (c === "}") break;
+      const one = (what: string): number => {
+        this.pos++;
+        this.expect("(", `after ${c} in the layout`);
+        const v = this.natural(what);
+        this.expect(")", `after the layout's ${what}`);
+        return v;
+      };
+      if (c === "T") {
+        this.pos++;
+        if (this.text[this.pos] !== "(") this.fail("'(' after T in the layout");
+        while (this.text[this.pos] === "(") {
+          this.pos++;
+          const tile: number[] = [];
+          for (;;) {
+            this.ws();
+            if (this.text[this.pos] === "*") {
+              throw this.error(
+                this.pos,
+                "expected a tile size, got '*' (combined tile dims are not supported)",
+              );
+            }
+            tile.push(this.natural("a tile size"));
+            if (this.eat(",")) continue;
+            this.expect(")", "to end the tile");
+            break;
+          }
+          tiles.push(tile);
+        }
+      } else if (c === "E") {
+        elementSizeInBits = one("element size in bits");
+      } else if (c === "S") {
+        memorySpace = one("memory space");
+      } else {
+        throw this.error(
+          at,
+          `expected a layout field Kiln keeps (T(tiles), E(bits), S(memory space)), got ` +
+            this.describe(at),
+        );
+      }
+    }
+    return {
+      ...(tiles.length > 0 ? { tiles } : {}),
+      ...(elementSizeInBits !== undefined ? { elementSizeInBits } : {}),
+      ...(memorySpace !== undefined ? { memorySpace } : {}),
+    };
+  }
+
+  /** `{1,0}` or `{1,0:T(8,128)S(1)}` after a shape's dims, when present. */
+  private layout(rank: number): { order: number[]; details?: LayoutDetails } | undefined {
     const save = this.pos;
     this.ws();
     if (this.text[this.pos] !== "{") {
@@ -554,6 +653,7 @@ class Parser {
       return undefined;
     }
     const order: number[] = [];
+    let details: LayoutDetails | undefined;
     if (!this.eat("}")) {
       for (;;) {
         if (this.peek() === ":") break;
@@ -563,11 +663,8 @@ class Parser {
       }
       this.ws();
       if (this.text[this.pos] === ":") {
-        throw this.error(
-          this.pos,
-          "expected '}' to end the layout (tiled or memory-space layouts like {1,0:T(8,128)} " +
-            `are not supported), got ${this.describe(this.pos)}`,
-        );
+        this.pos++;
+        details = this.layoutDetails();
       }
       this.expect("}", "to end the layout");
     }
@@ -576,10 +673,49 @@ class Parser {
       const want = rank === 0 ? "{}" : `a permutation of 0..${rank - 1}`;
       throw this.error(open, `expected a layout that is ${want}, got {${order.join(",")}}`);
     }
-    return order;
+    return details && Object.keys(details).length > 0 ? { order, details } : { order };
   }
 
   // -- literals --
+
+  /** The bits of the NaN just read, for a constant to store exactly (sign and payload). */
+  private nanBits: bigint | undefined;
+
+  /**
+   * XLA's `nan`, `-nan` and `nan(0x7f)`: the sign and, for f32 and f64, the payload (the
+   * mantissa; plain `nan` is the quiet NaN). As f32 bits for f16/bf16 (their storage), which
+   * keep the sign; a payload there is refused rather than changed.
+   */
+  private nanPattern(type: ElementType, neg: boolean, start: number): bigint {
+    let payload: bigint | undefined;
+    if (this.text[this.pos] === "(") {
+      const m = /\(0x([0-9a-fA-F]+)\)/y;
+      m.lastIndex = this.pos;
+      const hit = m.exec(this.text);
+      if (!hit) this.fail("a NaN payload like nan(0x7f)");
+      payload = BigInt(`0x${hit[1]}`);
+      this.pos += hit[0].length;
+    }
+    const f64 = type === "f64";
+    if (payload !== undefined && type !== "f32" && !f64) {
+      throw this.error(
+        start,
+        `expected a NaN without a payload for ${type} (Kiln keeps f32 and f64 payloads)`,
+      );
+    }
+    const mantissaBits = f64 ? 52n : 23n;
+    const quiet = 1n << (mantissaBits - 1n);
+    const p = payload ?? quiet;
+    if (p === 0n || p >= 1n << mantissaBits) {
+      throw this.error(
+        start,
+        `expected a NaN payload in [1, 2^${mantissaBits}), got 0x${p.toString(16)}`,
+      );
+    }
+    const exponent = f64 ? 0x7ffn << 52n : 0xffn << 23n;
+    const sign = neg ? 1n << (f64 ? 63n : 31n) : 0n;
+    return sign | exponent | p;
+  }
 
   literal(shape: ArrayShape): Literal {
     const n = shape.dims.reduce((a, b) => a * b, 1);
@@ -594,10 +730,16 @@ class Parser {
     }
     const data = allocate(shape.type, n);
     const store = data as unknown as (number | bigint)[];
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
     let index = 0;
     const put = () => {
+      this.nanBits = undefined;
       const v = this.scalar(shape.type);
-      if (index < n) store[index] = v;
+      if (index < n) {
+        if (this.nanBits === undefined) store[index] = v;
+        else if (shape.type === "f64") view.setBigUint64(index * 8, this.nanBits, true);
+        else view.setUint32(index * 4, Number(this.nanBits), true);
+      }
       index++;
     };
     const rank = shape.dims.length;
@@ -646,23 +788,28 @@ class Parser {
       this.pos += 1;
       return Number(s);
     }
-    if (type === "s32" || type === "s64" || type === "u8") {
+    if (isIntegerType(type)) {
       const s = match(RE_INT, this.text, start);
       const f = match(RE_FLOAT, this.text, start);
       if (s === undefined || (f !== undefined && f.length > s.length)) {
         this.fail(`an integer (${type} constant)`);
       }
       token = s;
-      value = type === "s64" ? BigInt(s) : Number(s);
+      value = isBigIntType(type) ? BigInt(s) : Number(s);
     } else {
       const f = match(RE_FLOAT, this.text, start);
       if (f === undefined) this.fail(`a number (${type} constant)`);
       token = f;
       const body = f.replace(/^[-+]/, "");
       const neg = f.startsWith("-");
-      if (body === "inf" || body === "nan") {
+      if (body === "nan") {
         this.pos = start + token.length;
-        return toStored(type, body === "nan" ? NaN : neg ? -Infinity : Infinity);
+        this.nanBits = this.nanPattern(type, neg, start);
+        return NaN;
+      }
+      if (body === "inf") {
+        this.pos = start + token.length;
+        return toStored(type, neg ? -Infinity : Infinity);
       }
       value = Number(f);
     }
@@ -724,6 +871,12 @@ class Parser {
     }
     for (const slot of slots) {
       const { key, optional } = slotKey(slot);
+      if (opcode === "broadcast" && key === "dimensions" && !d.seen.has(key)) {
+        // XLA reads `broadcast(x)` without dimensions= as a broadcast of a scalar (no operand
+        // dims to map); the verifier rejects it for an operand that is not a scalar.
+        d.attrs.dimensions = [];
+        continue;
+      }
       if (!optional && !d.seen.has(key)) {
         this.failAt(end, `attribute '${key}=' (required by ${opcode})`);
       }
@@ -874,6 +1027,10 @@ class Parser {
 
   // -- instructions, computations, modules --
 
+  /** Nested instructions read while reading an instruction's operands, innermost first. */
+  private nested: InstrAst[] = [];
+  private anonymousCount = 0;
+
   instruction(): InstrAst {
     this.ws();
     const rootPos = this.pos;
@@ -882,16 +1039,31 @@ class Parser {
     this.expect("=", `after instruction name '${name}'`);
     this.ws();
     const shapePos = this.pos;
-    const shape = this.shape();
+    // XLA lets the result shape be left out for its shape rule to infer (`a = add(x, y)`).
+    const shape = this.atShape() ? this.shape() : undefined;
     this.ws();
     const opcodePos = this.pos;
     const opText = match(RE_OPCODE, this.text, opcodePos);
-    if (opText === undefined) this.fail("an opcode");
+    if (opText === undefined) this.fail(shape ? "an opcode" : "a shape or an opcode");
     if (!isOpcode(opText)) {
       throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
     }
-    const opcode = opText;
     this.pos += opText.length;
+    return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, opText, opcodePos);
+  }
+
+  /** The rest of an instruction after its opcode: operands, then (not nested) attributes. */
+  private instructionRest(
+    name: string,
+    pos: number,
+    isRoot: boolean,
+    rootPos: number,
+    shape: Shape | undefined,
+    shapePos: number,
+    opcode: Opcode,
+    opcodePos: number,
+    nested = false,
+  ): InstrAst {
     const d = newDraft();
     const operands: OperandAst[] = [];
     this.ws();
@@ -901,6 +1073,9 @@ class Parser {
       d.attrs.parameterNumber = this.natural("a parameter number");
       this.expect(")", "after the parameter number");
     } else if (opcode === "constant") {
+      if (shape === undefined) {
+        throw this.error(shapePos, `expected the shape of constant '${name}' (it has no rule)`);
+      }
       if (shape.kind !== "array") {
         throw this.error(
           shapePos,
@@ -916,8 +1091,29 @@ class Parser {
       if (!this.eat(")")) {
         for (;;) {
           this.ws();
+          const declaredPos = this.pos;
           const declared = this.atShape() ? this.shape() : undefined;
           const ref = this.name("an operand name");
+          if (this.text[this.pos] === "(" && isOpcode(ref.name)) {
+            // A nested instruction as the operand (XLA's `add(f32[2] negate(x), y)`): read
+            // it whole, emit it before this one under a name of its own.
+            const inner = this.instructionRest(
+              `\u0000anonymous${this.anonymousCount++}`,
+              ref.pos,
+              false,
+              ref.pos,
+              declared,
+              declaredPos,
+              ref.name,
+              ref.pos,
+              true,
+            );
+            this.nested.push(inner);
+            operands.push({ name: inner.name, pos: ref.pos });
+            if (this.eat(",")) continue;
+            if (this.eat(")")) break;
+            this.fail("',' or ')' after an operand");
+          }
           operands.push(declared ? { ...ref, shape: declared } : ref);
           if (this.eat(",")) continue;
           if (this.eat(")")) break;
@@ -933,13 +1129,15 @@ class Parser {
         );
       }
     }
-    this.attributes(opcode, d);
+    if (!nested) this.attributes(opcode, d);
     return {
       name,
       pos,
       isRoot,
       rootPos,
       shape,
+      shapePos,
+      ...(nested ? { anonymous: true } : {}),
       opcode,
       opcodePos,
       operands,
@@ -1030,6 +1228,8 @@ class Parser {
       }
       if (this.eat("}")) break;
       const instr = this.instruction();
+      instrs.push(...this.nested);
+      this.nested = [];
       if (instr.isRoot) {
         if (rootSeen) {
           throw this.error(
@@ -1063,6 +1263,8 @@ class Parser {
       if (n === undefined) this.fail("a module name after HloModule");
       this.pos += n.length;
       name = n.replace(/^%/, "");
+      // Older XLA dumps end the header with a colon (`HloModule name:`).
+      this.eat(":");
       while (this.eat(",")) {
         this.ws();
         const key = match(RE_ATTR, this.text, this.pos);
@@ -1205,6 +1407,17 @@ const ATTR_PARSERS = {
   backend_config: (p, d) => {
     d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
   },
+  sharding: (p, d) => {
+    if (p.peek() !== "{") p.fail("a sharding in braces ({replicated}, {maximal device=0}, ...)");
+    const raw = p.skipBalanced();
+    const s = parseSharding(raw);
+    d.attrs.sharding = s ? shardingToString(s) : raw;
+  },
+  frontend_attributes: (p, d) => {
+    // `frontend_attributes={}` is none, as in XLA (whose proto always carries an empty one).
+    const attrs = p.frontendAttributes();
+    if (attrs.length > 0) d.attrs.frontendAttributes = attrs;
+  },
   metadata: (p, d) => p.metadata(d),
 } satisfies { [K in AttrKey]: (p: Parser, d: Draft) => void };
 
@@ -1237,6 +1450,16 @@ function build(p: Parser, ast: ModuleAst): Module {
     if (!module.hasName(name)) return name;
     for (let k = 1; ; k++) {
       const n = `${name}.${k}`;
+      if (!textNames.has(n) && !module.hasName(n)) return n;
+    }
+  };
+
+  // A nested instruction is named as XLA names it: `<opcode>.anon`, suffixed if taken.
+  const anonymousName = (opcode: string): string => {
+    const base = `${opcode}.anon`;
+    if (!textNames.has(base) && !module.hasName(base)) return base;
+    for (let k = 1; ; k++) {
+      const n = `${base}.${k}`;
       if (!textNames.has(n) && !module.hasName(n)) return n;
     }
   };
@@ -1299,14 +1522,38 @@ function build(p: Parser, ast: ModuleAst): Module {
         }
         params.set(n, iAst);
       }
+      let shape = iAst.shape;
+      if (shape === undefined) {
+        if (DECLARED_SHAPE_OPCODES.has(iAst.opcode)) {
+          throw p.error(
+            iAst.shapePos,
+            `expected the result shape of ${iAst.opcode} '${displayName(iAst)}' (no rule ` +
+              "infers it; XLA infers only the shapes of opcodes with one)",
+          );
+        }
+        try {
+          shape = inferShape(
+            iAst.opcode,
+            operands.map((o) => o.shape),
+            iAst.attrs,
+            called,
+          );
+        } catch (e) {
+          throw p.error(
+            iAst.opcodePos,
+            `expected operands whose shapes give ${iAst.opcode} '${displayName(iAst)}' a result ` +
+              `shape (it has none written), got: ${message(e)}`,
+          );
+        }
+      }
       const instr = comp.addInstruction({
         opcode: iAst.opcode,
-        shape: iAst.shape,
+        shape,
         operands,
         attrs: iAst.attrs,
         called,
         metadata: iAst.metadata,
-        name: freshName(iAst.name),
+        name: iAst.anonymous ? anonymousName(iAst.opcode) : freshName(iAst.name),
       });
       scope.set(iAst.name, instr);
       if (iAst.isRoot) comp.root = instr;
@@ -1314,6 +1561,10 @@ function build(p: Parser, ast: ModuleAst): Module {
     if (cAst.signature) checkSignature(p, comp, cAst.signature);
   }
   return module;
+}
+
+function displayName(i: InstrAst): string {
+  return i.anonymous ? `(nested ${i.opcode})` : i.name;
 }
 
 /** A written signature must agree with the parameters and the ROOT. */

@@ -78,6 +78,8 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "sharding",
+  "frontend_attributes",
   "backend_config",
   "metadata",
 ] as const;
@@ -101,6 +103,9 @@ export const TEXT_ATTRS = {
   parameter: [],
   constant: [],
   iota: ["iota_dimension"],
+  "replica-id": [],
+  "partition-id": [],
+  "after-all": [],
   abs: [],
   negate: [],
   sign: [],
@@ -146,6 +151,7 @@ export const TEXT_ATTRS = {
   clamp: [],
   broadcast: ["dimensions"],
   reshape: [],
+  bitcast: [],
   transpose: ["dimensions"],
   slice: ["slice"],
   "dynamic-slice": ["dynamic_slice_sizes"],
@@ -289,6 +295,12 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  sharding: (i) =>
+    i.attrs.sharding === undefined ? undefined : { text: i.attrs.sharding, isDefault: false },
+  frontend_attributes: (i) =>
+    i.attrs.frontendAttributes === undefined
+      ? undefined
+      : { text: printFrontendAttributes(i.attrs.frontendAttributes), isDefault: false },
   backend_config: (i) =>
     i.attrs.backendConfig === undefined
       ? undefined
@@ -346,6 +358,15 @@ export function printMetadata(m: Metadata): string {
 }
 
 /** A double-quoted string with C escapes (`\"`, `\\`, `\n`, `\t`, octal for other controls). */
+/**
+ * `{a="x",b={n = 1 : i32}}`: XLA's text of frontend attributes; a value that is itself a braced
+ * text (XLA's composite.attributes) is written as is, every other one quoted.
+ */
+export function printFrontendAttributes(attrs: readonly (readonly [string, string])[]): string {
+  const v = (s: string) => (s.startsWith("{") && s.endsWith("}") ? s : quoteString(s));
+  return `{${attrs.map(([k, x]) => `${k}=${v(x)}`).join(",")}}`;
+}
+
 export function quoteString(s: string): string {
   let out = '"';
   for (const ch of s) {
@@ -414,20 +435,49 @@ export function formatFloat(v: number, type: ElementType = "f32"): string {
   return `${sign}${int}${frac ? `.${frac}` : ""}`;
 }
 
+/**
+ * A stored NaN as XLA prints it: `nan` or `-nan` for the quiet NaN, `nan(0x7f)` with another
+ * payload (f32 and f64; f16 and bf16 keep only the sign here).
+ */
+function formatNaN(lit: Literal, i: number): string {
+  const data = lit.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  if (lit.type === "f64") {
+    const bits = view.getBigUint64(i * 8, true);
+    const sign = bits >> 63n ? "-" : "";
+    const payload = bits & ((1n << 52n) - 1n);
+    return payload === 1n << 51n ? `${sign}nan` : `${sign}nan(0x${payload.toString(16)})`;
+  }
+  const bits = view.getUint32(i * 4, true);
+  const sign = bits >>> 31 ? "-" : "";
+  const payload = bits & 0x7fffff;
+  if (lit.type !== "f32" || payload === 0x400000) return `${sign}nan`;
+  return `${sign}nan(0x${payload.toString(16)})`;
+}
+
 function formatElement(lit: Literal, i: number): string {
   const v = lit.data[i]!;
   switch (lit.type) {
     case "pred":
       return v !== 0 ? "true" : "false";
+    case "s4":
+    case "s8":
+    case "s16":
     case "s32":
     case "s64":
+    case "u4":
     case "u8":
+    case "u16":
+    case "u32":
+    case "u64":
       return v.toString();
     case "f16":
     case "bf16":
     case "f32":
     case "f64":
-      return formatFloat(Number(v), lit.type);
+      return Number.isNaN(v) ? formatNaN(lit, i) : formatFloat(Number(v), lit.type);
+    case "token":
+      throw new Error("a token has no literal text");
     default: {
       const never: never = lit.type;
       throw new Error(`unknown element type ${String(never)}`);
@@ -547,7 +597,7 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
     if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
   }
-  const extra: AttrKey[] = ["backend_config"];
+  const extra: AttrKey[] = ["sharding", "frontend_attributes", "backend_config"];
   if (options.metadata ?? true) extra.push("metadata");
   for (const key of extra) {
     const p = ATTR_PRINTERS[key](instr, n);

@@ -32,7 +32,17 @@ import type {
 import { COMPARISON_DIRECTIONS } from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
+  lastTileTypeNumber,
+  lastTileTypeOf,
+  parseSharding,
+  SHARDING_TYPE,
+  type Sharding,
+  shardingToString,
+} from "./sharding.ts";
+import {
   bf16BitsToNumber,
+  dataFromBytes,
+  dataToBytes,
   f16BitsToNumber,
   f32ToBF16Bits,
   f32ToF16Bits,
@@ -46,6 +56,7 @@ import {
   type ArrayShape,
   type ElementType,
   MAX_TUPLE_DEPTH,
+  type LayoutDetails,
   type Shape,
   shapeToString,
   ELEMENT_TYPES,
@@ -77,6 +88,10 @@ import {
   ScatterDimensionNumbersSchema,
   type ShapeProto,
   ShapeProtoSchema,
+  FrontendAttributesSchema,
+  type OpSharding,
+  OpShardingSchema,
+  TileProtoSchema,
   WindowDimensionSchema,
   WindowSchema,
 } from "./proto/gen/xla_data_pb.ts";
@@ -86,9 +101,17 @@ import {
 /** XLA's PrimitiveType number of each element type. */
 const PRIMITIVE_TYPE = {
   pred: PrimitiveType.PRED,
+  s4: PrimitiveType.S4,
+  s8: PrimitiveType.S8,
+  s16: PrimitiveType.S16,
   s32: PrimitiveType.S32,
   s64: PrimitiveType.S64,
+  u4: PrimitiveType.U4,
   u8: PrimitiveType.U8,
+  u16: PrimitiveType.U16,
+  u32: PrimitiveType.U32,
+  u64: PrimitiveType.U64,
+  token: PrimitiveType.TOKEN,
   f16: PrimitiveType.F16,
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
@@ -117,6 +140,9 @@ const OP_RULES = {
   parameter: anyShape("parameterNumber"),
   constant: arr("literal"),
   iota: arr("iotaDimension"),
+  "replica-id": arr(),
+  "partition-id": arr(),
+  "after-all": arr(),
   abs: arr(),
   negate: arr(),
   sign: arr(),
@@ -162,6 +188,7 @@ const OP_RULES = {
   clamp: arr(),
   broadcast: arr("dimensions"),
   reshape: arr(),
+  bitcast: arr(),
   transpose: arr("dimensions"),
   slice: arr("slice"),
   "dynamic-slice": arr("dynamicSliceSizes"),
@@ -306,8 +333,14 @@ function shapeToProto(shape: Shape, what: string, depth = 0): ShapeProto {
     isDynamicDimension: shape.dims.map((_, k) => shape.dynamic[k] ?? false),
   });
   if (shape.layout) {
+    const d = shape.layoutDetails;
     p.layout = create(LayoutProtoSchema, {
       minorToMajor: i64s(shape.layout, `${what} layout`),
+      tiles: (d?.tiles ?? []).map((t) =>
+        create(TileProtoSchema, { dimensions: i64s(t, `${what} layout tile`) }),
+      ),
+      elementSizeInBits: BigInt(d?.elementSizeInBits ?? 0),
+      memorySpace: BigInt(d?.memorySpace ?? 0),
     });
   }
   return p;
@@ -457,6 +490,21 @@ function instructionToProto(
   if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
   if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
   if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
+  if (a.sharding !== undefined) {
+    const s = parseSharding(a.sharding);
+    if (!s) {
+      throw new ProtoError(
+        `${at("sharding")}: the sharding ${a.sharding} has no proto form here (Kiln writes ` +
+          "replicated, manual, unknown, maximal, tiled and iota shardings and tuples of them)",
+      );
+    }
+    p.sharding = shardingToProto(s);
+  }
+  if (a.frontendAttributes !== undefined) {
+    p.frontendAttributes = create(FrontendAttributesSchema, {
+      map: Object.fromEntries(a.frontendAttributes),
+    });
+  }
   const m = metadataToProto(instr.metadata, at("metadata"));
   if (m) p.metadata = m;
   return p;
@@ -501,13 +549,35 @@ function literalToProto(lit: Literal): LiteralProto {
     case "u8":
       p.u8s = new Uint8Array(data as Uint8Array);
       break;
+    case "u4":
+      p.u4s = new Uint8Array(data as Uint8Array);
+      break;
+    case "s8":
+      p.s8s = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+      break;
+    case "s4":
+      p.s4s = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+      break;
+    case "s16":
+      p.s16s = dataToBytes("s16", data);
+      break;
+    case "u16":
+      p.u16s = dataToBytes("u16", data);
+      break;
     case "s32":
       p.s32s = Array.from(data as Int32Array);
+      break;
+    case "u32":
+      p.u32s = Array.from(data as Uint32Array);
       break;
     case "s64":
       p.s64s = Array.from(data as BigInt64Array);
       break;
+    case "u64":
+      p.u64s = Array.from(data as BigUint64Array);
+      break;
     case "f32":
+      refuseNonCanonicalNaN(lit);
       p.f32s = Array.from(data as Float32Array);
       break;
     case "f16":
@@ -521,15 +591,41 @@ function literalToProto(lit: Literal): LiteralProto {
       break;
     }
     case "f64":
-      // The vendored LiteralProto has no f64s field: f64 exists for the reference evaluator
-      // (float64 gradient checks), which no XLA program needs.
-      throw new ProtoError("an f64 literal has no proto form here");
+      refuseNonCanonicalNaN(lit);
+      p.f64s = Array.from(data as Float64Array);
+      break;
+    case "token":
+      throw new ProtoError("a token has no literal");
     default: {
       const never: never = lit.type;
       throw new ProtoError(`literal of unknown element type ${String(never)}`);
     }
   }
   return p;
+}
+
+/**
+ * The proto's f32s/f64s go through JavaScript arrays of numbers, and V8 canonicalizes a NaN
+ * stored in one: a NaN's sign and payload (XLA's `-nan`, `nan(0x7f)`) would be written as the
+ * plain quiet NaN, a different value. Refused instead, naming the element; the plain NaN is
+ * written exactly.
+ */
+function refuseNonCanonicalNaN(lit: Literal): void {
+  const data = lit.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isNaN(data[i] as number)) continue;
+    const canonical =
+      lit.type === "f64"
+        ? view.getBigUint64(i * 8, true) === 0x7ff8000000000000n
+        : view.getUint32(i * 4, true) === 0x7fc00000;
+    if (!canonical) {
+      throw new ProtoError(
+        `a ${lit.type} constant holds a NaN with a sign or payload (element ${i}), which the ` +
+          "proto form here cannot write exactly",
+      );
+    }
+  }
 }
 
 // ---- Reading -------------------------------------------------------------------------------
@@ -858,7 +954,13 @@ class Reader {
     const rule: OpRule = OP_RULES[opcode];
     if (!ip.shape) throw new ProtoError(`${where}: missing shape`);
     let shape = shapeFromProto(ip.shape, `${where}: shape`);
-    if (opcode === "constant" && shape.kind === "array" && shape.layout && isDefaultLayout(shape.layout)) {
+    if (
+      opcode === "constant" &&
+      shape.kind === "array" &&
+      shape.layout &&
+      !shape.layoutDetails &&
+      isDefaultLayout(shape.layout)
+    ) {
       // The writer gives every constant XLA's default layout (see instructionToProto); on a
       // constant it says nothing the literal does not, so it reads back as no layout.
       const { layout: _default, ...rest } = shape;
@@ -993,7 +1095,19 @@ function shapeFromProto(p: ShapeProto, what: string, depth = 0): Shape {
         `permutation of the ${n} dimensions`,
     );
   }
-  return { kind: "array", type, dims, dynamic, layout };
+  const tiles = p.layout.tiles.map((t, k) =>
+    t.dimensions.map((d, j) => num(d, `${what} layout tile ${k} dimension ${j}`, 1)),
+  );
+  const elementSizeInBits = num(p.layout.elementSizeInBits, `${what} element_size_in_bits`, 0);
+  const memorySpace = num(p.layout.memorySpace, `${what} memory_space`, 0);
+  const details: LayoutDetails = {
+    ...(tiles.length > 0 ? { tiles } : {}),
+    ...(elementSizeInBits !== 0 ? { elementSizeInBits } : {}),
+    ...(memorySpace !== 0 ? { memorySpace } : {}),
+  };
+  return Object.keys(details).length > 0
+    ? { kind: "array", type, dims, dynamic, layout, layoutDetails: details }
+    : { kind: "array", type, dims, dynamic, layout };
 }
 
 function metadataFromProto(p: OpMetadata): Metadata | undefined {
@@ -1189,7 +1303,94 @@ function readAttributes(
       throw new ProtoError(`${where}: backend_config is not valid UTF-8`);
     }
   }
+  if (p.sharding) a.sharding = shardingToString(shardingFromProto(p.sharding, `${where} sharding`));
+  // XLA writes an empty frontend_attributes on every instruction: empty means none.
+  if (p.frontendAttributes && Object.keys(p.frontendAttributes.map).length > 0) {
+    const entries = Object.entries(p.frontendAttributes.map);
+    a.frontendAttributes = entries.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  }
   return a;
+}
+
+function shardingToProto(s: Sharding): OpSharding {
+  switch (s.kind) {
+    case "replicated":
+    case "manual":
+    case "unknown":
+      return create(OpShardingSchema, { type: SHARDING_TYPE[s.kind] });
+    case "maximal":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.maximal,
+        tileAssignmentDevices: [BigInt(s.device)],
+      });
+    case "tuple":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.tuple,
+        tupleShardings: s.elements.map(shardingToProto),
+      });
+    case "tiled":
+      return create(OpShardingSchema, {
+        type: SHARDING_TYPE.other,
+        tileAssignmentDimensions: s.dims.map(BigInt),
+        tileAssignmentDevices: (s.devices ?? []).map(BigInt),
+        iotaReshapeDims: (s.iotaReshape ?? []).map(BigInt),
+        iotaTransposePerm: [...(s.iotaTranspose ?? [])],
+        replicateOnLastTileDim: s.lastTileDimReplicate ?? false,
+        lastTileDims: (s.lastTileDims ?? []).map(lastTileTypeNumber),
+      });
+    default: {
+      const never: never = s;
+      throw new ProtoError(`unknown sharding ${String(never)}`);
+    }
+  }
+}
+
+function shardingFromProto(p: OpSharding, what: string, depth = 0): Sharding {
+  if (depth > MAX_TUPLE_DEPTH) throw new ProtoError(`${what}: nested too deeply`);
+  const ints = (v: readonly bigint[], f: string) => v.map((x, k) => num(x, `${what} ${f}[${k}]`));
+  switch (p.type) {
+    case SHARDING_TYPE.replicated:
+      return { kind: "replicated" };
+    case SHARDING_TYPE.manual:
+      return { kind: "manual" };
+    case SHARDING_TYPE.unknown:
+      return { kind: "unknown" };
+    case SHARDING_TYPE.maximal: {
+      if (p.tileAssignmentDevices.length !== 1) {
+        throw new ProtoError(`${what}: a maximal sharding needs one device`);
+      }
+      return { kind: "maximal", device: num(p.tileAssignmentDevices[0]!, `${what} device`, 0) };
+    }
+    case SHARDING_TYPE.tuple:
+      return {
+        kind: "tuple",
+        elements: p.tupleShardings.map((t, k) =>
+          shardingFromProto(t, `${what} tuple element ${k}`, depth + 1),
+        ),
+      };
+    case SHARDING_TYPE.other: {
+      const lastTileDims = p.lastTileDims.map((t) => {
+        const name = lastTileTypeOf(t);
+        if (name === undefined) throw new ProtoError(`${what}: unknown last_tile_dims type ${t}`);
+        return name;
+      });
+      const iota = p.iotaReshapeDims.length > 0;
+      return {
+        kind: "tiled",
+        dims: ints(p.tileAssignmentDimensions, "tile_assignment_dimensions"),
+        ...(iota
+          ? {
+              iotaReshape: ints(p.iotaReshapeDims, "iota_reshape_dims"),
+              iotaTranspose: [...p.iotaTransposePerm],
+            }
+          : { devices: ints(p.tileAssignmentDevices, "tile_assignment_devices") }),
+        ...(p.replicateOnLastTileDim ? { lastTileDimReplicate: true } : {}),
+        ...(lastTileDims.length > 0 ? { lastTileDims } : {}),
+      };
+    }
+    default:
+      throw new ProtoError(`${what}: sharding type ${String(p.type)} is not read here`);
+  }
 }
 
 function checkLiteralShape(lit: Literal, shape: ArrayShape, where: string): void {
@@ -1230,21 +1431,53 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       physical = Uint8Array.from(p.preds, (b) => (b ? 1 : 0));
       break;
     case "u8":
-      got(p.u8s.length, "u8s");
-      physical = new Uint8Array(p.u8s);
+    case "u4":
+    case "s8":
+    case "s4": {
+      // One element per byte; s4/u4 keep the value's low 4 bits (sign-extended for s4).
+      const field = `${type}s` as "u8s" | "u4s" | "s8s" | "s4s";
+      const bytes = p[field];
+      got(bytes.length, field);
+      physical = dataFromBytes(type, bytes);
       break;
+    }
+    case "s16":
+    case "u16": {
+      const field = type === "s16" ? "s16s" : "u16s";
+      const bytes = p[field];
+      if (bytes.length % 2 !== 0) {
+        throw new ProtoError(`${what}: ${field} has an odd number of bytes (${bytes.length})`);
+      }
+      got(bytes.length / 2, field);
+      physical = dataFromBytes(type, bytes);
+      break;
+    }
     case "s32":
       got(p.s32s.length, "s32s");
       physical = Int32Array.from(p.s32s);
+      break;
+    case "u32":
+      got(p.u32s.length, "u32s");
+      physical = Uint32Array.from(p.u32s);
       break;
     case "s64":
       got(p.s64s.length, "s64s");
       physical = BigInt64Array.from(p.s64s);
       break;
+    case "u64":
+      got(p.u64s.length, "u64s");
+      physical = BigUint64Array.from(p.u64s);
+      break;
     case "f32":
       got(p.f32s.length, "f32s");
       physical = Float32Array.from(p.f32s);
       break;
+    case "f64":
+      got(p.f64s.length, "f64s");
+      physical = Float64Array.from(p.f64s);
+      break;
+    case "token":
+      throw new ProtoError(`${what}: a token has no literal`);
     case "f16":
     case "bf16": {
       const bytes = type === "f16" ? p.f16s : p.bf16s;
@@ -1258,8 +1491,6 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
       break;
     }
-    case "f64":
-      throw new ProtoError(`${what}: an f64 literal has no proto form here`);
     default: {
       const never: never = type;
       throw new ProtoError(`${what}: unknown element type ${String(never)}`);

@@ -3,8 +3,34 @@
 // in `dims` and sets `dynamic[i]`, exactly as XLA's ShapeProto does (`dimensions` plus
 // `is_dynamic_dimension`), so `f32[<=512,768]` is { dims: [512, 768], dynamic: [true, false] }.
 
-export const ELEMENT_TYPES = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"] as const;
+export const ELEMENT_TYPES = [
+  "pred",
+  "s4",
+  "s8",
+  "s16",
+  "s32",
+  "s64",
+  "u4",
+  "u8",
+  "u16",
+  "u32",
+  "u64",
+  "f16",
+  "bf16",
+  "f32",
+  "f64",
+  "token",
+] as const;
 export type ElementType = (typeof ELEMENT_TYPES)[number];
+
+/**
+ * XLA's token (`token[]`): the value that orders side effects (after-all). It has no elements
+ * to compute with: no literal values, no arithmetic, no proto literal; it is an element type so
+ * that `token[]` is a shape like any other.
+ */
+export function isTokenType(t: ElementType): t is "token" {
+  return t === "token";
+}
 
 export function isElementType(s: string): s is ElementType {
   return (ELEMENT_TYPES as readonly string[]).includes(s);
@@ -14,29 +40,53 @@ export function isFloatType(t: ElementType): boolean {
   return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
 }
 
+const SIGNED_INTEGERS: readonly ElementType[] = ["s4", "s8", "s16", "s32", "s64"];
+const UNSIGNED_INTEGERS: readonly ElementType[] = ["u4", "u8", "u16", "u32", "u64"];
+
 export function isIntegerType(t: ElementType): boolean {
-  return t === "s32" || t === "s64" || t === "u8";
+  return SIGNED_INTEGERS.includes(t) || UNSIGNED_INTEGERS.includes(t);
 }
 
 export function isSignedIntegerType(t: ElementType): boolean {
-  return t === "s32" || t === "s64";
+  return SIGNED_INTEGERS.includes(t);
 }
 
-/** Size in bytes of one element as stored by XLA (pred is one byte). */
+export function isUnsignedIntegerType(t: ElementType): boolean {
+  return UNSIGNED_INTEGERS.includes(t);
+}
+
+/** Integer types whose values are JavaScript bigints (s64, u64); every other type is a number. */
+export function isBigIntType(t: ElementType): t is "s64" | "u64" {
+  return t === "s64" || t === "u64";
+}
+
+/**
+ * Size in bytes of one element as stored by XLA (pred is one byte; s4 and u4 take one byte each
+ * in an XLA Literal and in a LiteralProto, unpacked).
+ */
 export function elementByteSize(t: ElementType): number {
   switch (t) {
     case "pred":
+    case "s4":
+    case "s8":
+    case "u4":
     case "u8":
       return 1;
+    case "s16":
+    case "u16":
     case "f16":
     case "bf16":
       return 2;
     case "s32":
+    case "u32":
     case "f32":
       return 4;
     case "s64":
+    case "u64":
     case "f64":
       return 8;
+    case "token":
+      return 0;
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);
@@ -53,6 +103,30 @@ export interface ArrayShape {
   readonly dynamic: readonly boolean[];
   /** Minor-to-major dimension order (`{1,0}`), when one was given. */
   readonly layout?: readonly number[];
+  /**
+   * The rest of an XLA layout after the `:` (`{1,0:T(8,128)(2,1)E(4)S(1)}`): kept, printed and
+   * written to the proto, never used by Kiln's computation. Only with `layout`.
+   */
+  readonly layoutDetails?: LayoutDetails;
+}
+
+/** XLA layout fields beyond minor_to_major that Kiln reads, keeps and writes. */
+export interface LayoutDetails {
+  /** `T(8,128)(2,1)`: the tiles, outermost first. */
+  readonly tiles?: readonly (readonly number[])[];
+  /** `E(4)`: the element size in bits. */
+  readonly elementSizeInBits?: number;
+  /** `S(1)`: the memory space. */
+  readonly memorySpace?: number;
+}
+
+/** `T(8,128)E(4)S(1)`: the text of a layout's details after the `:`. */
+export function layoutDetailsToString(d: LayoutDetails): string {
+  let s = "";
+  if (d.tiles && d.tiles.length > 0) s += `T${d.tiles.map((t) => `(${t.join(",")})`).join("")}`;
+  if (d.elementSizeInBits !== undefined) s += `E(${d.elementSizeInBits})`;
+  if (d.memorySpace !== undefined) s += `S(${d.memorySpace})`;
+  return s;
 }
 
 export interface TupleShape {
@@ -206,9 +280,11 @@ export function shapeToString(s: Shape, withLayout: boolean | "non-default" = tr
     return `(${s.elements.map((e) => shapeToString(e, withLayout)).join(", ")})`;
   }
   const dims = s.dims.map((d, i) => (s.dynamic[i] ? `<=${d}` : `${d}`)).join(",");
+  const details = s.layoutDetails ? layoutDetailsToString(s.layoutDetails) : "";
   const shown =
     s.layout !== undefined &&
-    (withLayout === true || (withLayout === "non-default" && !isDefaultLayout(s.layout)));
-  const layout = shown ? `{${s.layout!.join(",")}}` : "";
+    (withLayout === true ||
+      (withLayout === "non-default" && (details !== "" || !isDefaultLayout(s.layout))));
+  const layout = shown ? `{${s.layout!.join(",")}${details ? `:${details}` : ""}}` : "";
   return `${s.type}[${dims}]${layout}`;
 }

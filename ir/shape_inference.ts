@@ -7,6 +7,7 @@
 // declared shape is required and checked for consistency instead. The builder and the verifier
 // both call `inferShape`; nothing else in the IR has its own copy of these rules.
 
+import { elementInfo } from "./element_types.ts";
 import {
   COMPARISON_DIRECTIONS,
   type Attributes,
@@ -25,6 +26,7 @@ import {
   isFloatType,
   isIntegerType,
   isSignedIntegerType,
+  isUnsignedIntegerType,
   scalarShape,
   type Shape,
   shapesEqual,
@@ -59,6 +61,7 @@ export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
   "constant",
   "iota",
   "reshape",
+  "bitcast",
   "broadcast",
   "convert",
   "bitcast-convert",
@@ -89,6 +92,13 @@ export function stridedBound(bound: number, window: number, stride: number): num
 export function bitcastConvertShape(operand: ArrayShape, type: ElementType): ArrayShape {
   if (operand.type === "pred" || type === "pred") {
     throw new Error(`cannot bitcast-convert from or to pred (${operand.type} => ${type})`);
+  }
+  if (elementInfo(operand.type).bits < 8 || elementInfo(type).bits < 8) {
+    // XLA packs sub-byte types for a bitcast (two s4 per byte); Kiln stores one per byte and
+    // does not implement the packing, so it refuses rather than compute a different result.
+    throw new Error(
+      `bitcast-convert of a 4-bit type is not supported (${operand.type} => ${type})`,
+    );
   }
   const inBits = elementByteSize(operand.type) * 8;
   const outBits = elementByteSize(type) * 8;
@@ -275,13 +285,15 @@ type TypeClass = "any" | "float" | "signed" | "numeric" | "integer" | "intOrPred
 const CLASS_TEXT: { [K in TypeClass]: string } = {
   any: "any element type",
   float: "a floating-point element type (f16, bf16, f32)",
-  signed: "a signed element type (s32, s64, f16, bf16, f32)",
+  signed: "a signed element type (s4 ... s64, f16, bf16, f32, f64)",
   numeric: "a numeric element type (not pred)",
-  integer: "an integer element type (s32, s64, u8)",
-  intOrPred: "an integer or pred element type (pred, s32, s64, u8)",
+  integer: "an integer element type (s4, s8, s16, s32, s64, u4, u8, u16, u32, u64)",
+  intOrPred: "an integer or pred element type (pred, s4 ... s64, u4 ... u64)",
 };
 
 function inClass(t: ElementType, cls: TypeClass): boolean {
+  // A token has no values: no elementwise opcode takes one.
+  if (t === "token") return false;
   switch (cls) {
     case "any":
       return true;
@@ -363,7 +375,7 @@ const compareRule: ShapeRule = (c) => {
         : ct === "SIGNED"
           ? isSignedIntegerType(t)
           : ct === "UNSIGNED"
-            ? t === "u8" || t === "pred"
+            ? isUnsignedIntegerType(t) || t === "pred"
             : false;
     if (!ok) c.fail(`comparison type ${String(ct)} does not apply to element type ${t}`);
   }
@@ -485,6 +497,38 @@ const reshapeRule: ShapeRule = (c) => {
     );
   }
   return d;
+};
+
+/**
+ * bitcast (XLA's): the operand's buffer read as the declared shape, layouts included. Kiln
+ * requires what makes that well defined without a target's layout rules: the same element type
+ * and element count, static dims (XLA's layout-insensitive verifier checks less).
+ */
+const bitcastRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  const d = c.declaredArray();
+  if (d.type !== x.type) {
+    c.fail(`the result element type ${d.type} must be ${x.type} (use bitcast-convert)`);
+  }
+  if (elementCount(x) !== elementCount(d)) {
+    c.fail(
+      `the result ${str(d)} has ${elementCount(d)} elements but the operand has ${elementCount(x)}`,
+    );
+  }
+  if (x.dynamic.some((f) => f) || d.dynamic.some((f) => f)) {
+    c.fail("bitcast of a bounded-dynamic shape is not supported (its buffer size varies)");
+  }
+  return d;
+};
+
+/** after-all: any number of token operands (none included) joined into one token. */
+const afterAllRule: ShapeRule = (c) => {
+  c.operands.forEach((s, k) => {
+    if (s.kind !== "array" || s.type !== "token" || s.dims.length !== 0) {
+      c.fail(`operand ${k} must be token[], got ${str(s)}`);
+    }
+  });
+  return scalarShape("token");
 };
 
 const transposeRule: ShapeRule = (c) => {
@@ -1279,6 +1323,9 @@ const SHAPE_RULES = {
   parameter: parameterRule,
   constant: constantRule,
   iota: iotaRule,
+  "replica-id": () => scalarShape("u32"),
+  "partition-id": () => scalarShape("u32"),
+  "after-all": afterAllRule,
   abs: unary("signed"),
   negate: unary("numeric"),
   sign: unary("signed"),
@@ -1324,6 +1371,7 @@ const SHAPE_RULES = {
   clamp: clampRule,
   broadcast: broadcastRule,
   reshape: reshapeRule,
+  bitcast: bitcastRule,
   transpose: transposeRule,
   slice: sliceRule,
   "dynamic-slice": dynamicSliceRule,

@@ -748,6 +748,9 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   parameter: () => [],
   constant: () => [],
   iota: notFloat,
+  "replica-id": notFloat,
+  "partition-id": notFloat,
+  "after-all": notFloat,
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),
   sign: zeroGradient,
@@ -824,6 +827,7 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   clamp: clampVjp,
   broadcast: broadcastVjp,
   reshape: U(({ b, g }, x) => b.reshape(g, dimsOf(x))),
+  bitcast: none("a bitcast reinterprets a layout, which autodiff does not model"),
   transpose: U(({ b, g, instr }) => {
     const perm = instr.attrs.dimensions ?? [];
     const inv: number[] = [];

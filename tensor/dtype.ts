@@ -59,7 +59,14 @@ const FROM_ELEMENT_TYPE = {
   s64: "int64",
   u8: "uint8",
   pred: "bool",
-} satisfies { [K in Exclude<ElementType, "f64">]: DType };
+} satisfies { [K in TensorElementType]: DType };
+
+/** The element types a tensor dtype maps to; the others are the IR's and evaluator's only. */
+type TensorElementType = "f32" | "f16" | "bf16" | "s32" | "s64" | "u8" | "pred";
+
+function isTensorElementType(t: ElementType): t is TensorElementType {
+  return Object.hasOwn(FROM_ELEMENT_TYPE, t);
+}
 
 export function toElementType(d: DType): ElementType {
   return ELEMENT_TYPE[d];
@@ -68,6 +75,9 @@ export function toElementType(d: DType): ElementType {
 /** The dtype of an element type; f64 (the reference evaluator's, for float64 checks) has none. */
 export function fromElementType(t: ElementType): DType {
   if (t === "f64") throw new Error("f64 has no tensor dtype (Kiln tensors have no float64)");
+  if (!isTensorElementType(t)) {
+    throw new Error(`${t} has no tensor dtype (an IR-only element type)`);
+  }
   return FROM_ELEMENT_TYPE[t];
 }
 

@@ -132,7 +132,8 @@ function packWeights(W: Data, p: ConvPlan, big: boolean): Float64Array | BigInt6
   return p.wp;
 }
 
-const KIND: Record<ElementType, number> = {
+// The kernel element types (runtime/kernel/program.ts declines the others before lowering).
+const KIND: Partial<Record<ElementType, number>> = {
   f32: 0,
   f64: 0,
   f16: 0,
@@ -158,6 +159,7 @@ export function conv(
   epi: Epilogue | null,
 ): void {
   const kind = KIND[type];
+  if (kind === undefined) throw new Error(`convolution: ${type} has no kernel type`);
   const big = kind === 4;
   const Wp = packWeights(W, p, big);
   const { ns, G, Og, Cg, P, lsB, lsF, lsS, inS, osB, osF, osS, outS } = p;

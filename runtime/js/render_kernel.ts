@@ -382,6 +382,17 @@ export class JsKernelRenderer {
             return `${this.ext.ref(roundToBF16, "roundToBF16")}(${i})`;
           case "f64":
             return `(+${i})`;
+          case "s4":
+          case "s8":
+          case "s16":
+          case "u4":
+          case "u16":
+          case "u32":
+          case "u64":
+          case "token":
+    case "token":
+            // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
+            throw new Error(`${n.type} has no kernel type`);
           default: {
             const never: never = n.type;
             throw new Error(`unknown element type ${String(never)}`);

@@ -232,6 +232,27 @@ function flat(v: Value): number[] {
 }
 
 /** Lowers an optimized, static module to its step list. */
+/** The element types kernels compute in. */
+const KERNEL_TYPES: ReadonlySet<ElementType> = new Set([
+  "pred",
+  "s32",
+  "s64",
+  "u8",
+  "f16",
+  "bf16",
+  "f32",
+]);
+
+/** The first element type of `s` (a tuple: of any leaf) that no kernel computes in. */
+function unsupportedLeafType(s: Shape): ElementType | undefined {
+  if (s.kind === "array") return KERNEL_TYPES.has(s.type) ? undefined : s.type;
+  for (const e of s.elements) {
+    const t = unsupportedLeafType(e);
+    if (t !== undefined) return t;
+  }
+  return undefined;
+}
+
 export function lowerProgram(module: Module, options: ProgramOptions): Program {
   return new ProgramBuilder(module, options).build();
 }
@@ -251,11 +272,19 @@ class ProgramBuilder {
   }
 
   build(): Program {
-    // f64 is the reference evaluator's (float64 gradient checks): no kernel computes in it.
+    // f64 is the reference evaluator's (float64 gradient checks), and the integer types XLA has
+    // beyond s32, s64 and u8 (s4 s8 s16 u4 u16 u32 u64) are the IR's and the evaluator's only:
+    // no kernel computes in them, so a module using one is declined, never run wrong.
     for (const c of this.module.computations) {
       for (const i of c.instructions) {
-        if (i.shape.kind === "array" && i.shape.type === "f64") {
-          throw this.unsupported(i, "f64 arrays run on the interpreter only");
+        if (i.opcode === "bitcast") {
+          const why = "bitcast (a layout reinterpretation) runs on the interpreter only";
+          throw this.unsupported(i, why);
+        }
+        const t = unsupportedLeafType(i.shape);
+        if (t === "f64") throw this.unsupported(i, "f64 arrays run on the interpreter only");
+        if (t !== undefined) {
+          throw this.unsupported(i, `${t} arrays run on the interpreter only (no kernel type)`);
         }
       }
     }

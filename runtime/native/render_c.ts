@@ -32,6 +32,16 @@ export function cType(t: ElementType): string {
     case "u8":
     case "pred":
       return "uint8_t";
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32":
+    case "u64":
+    case "token":
+      // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
+      throw new Error(`${t} has no kernel type`);
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);
@@ -600,6 +610,15 @@ function indexValue(t: ElementType, i: string): string {
       return `kiln_rbf16((float)${i})`;
     case "f64":
       return `((double)${i})`;
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32":
+    case "u64":
+    case "token":
+      throw new Error(`${t} has no kernel type`);
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);

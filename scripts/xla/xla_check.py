@@ -5,7 +5,7 @@ Reads a JSON job list on stdin:
   [{"name", "proto": path, "text"?: path of Kiln's HLO text, "inputs"?: [{"dtype", "shape", "data"}]}]
 and prints one JSON object per job on stdout:
   {"name", "loaded": bool, "textLoaded"?: bool, "error"?: str, "text"?: XLA's HLO text,
-   "proto"?: path of XLA's proto, "outputs"?: [{"dtype", "shape", "data"}]}
+   "proto"?: path of XLA's proto, "outputs"?: [{"dtype", "shape", "data", "ints"?}]}
 "loaded" is XLA's proto loader (HloModule::CreateFromProto, through hlo_to_stablehlo);
 "textLoaded" is XLA's text parser (hlo_module_from_text) on Kiln's printed text; "text" and
 "proto" are XLA's own print and serialization of the module it loaded; "outputs" come from
@@ -46,6 +46,19 @@ def finite_or_name(v):
     return v
 
 
+def output(a):
+    """One output: dtype, shape, its values as floats, and for an integer or pred array also each
+    value as exact decimal text ("ints"; JSON numbers lose 64-bit integers)."""
+    out = {
+        "dtype": str(a.dtype),
+        "shape": list(a.shape),
+        "data": [finite_or_name(v) for v in a.astype(np.float64).ravel()],
+    }
+    if a.dtype.kind in "iub":
+        out["ints"] = [str(int(v)) for v in a.ravel().tolist()]
+    return out
+
+
 def main():
     jobs = json.load(sys.stdin)
     client = jax.devices("cpu")[0].client
@@ -79,16 +92,7 @@ def main():
                     for i in job["inputs"]
                 ]
                 res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-                out["outputs"] = [
-                    {
-                        "dtype": str(np.asarray(r[0]).dtype),
-                        "shape": list(np.asarray(r[0]).shape),
-                        "data": [
-                            finite_or_name(v) for v in np.asarray(r[0]).astype(np.float64).ravel()
-                        ],
-                    }
-                    for r in res
-                ]
+                out["outputs"] = [output(np.asarray(r[0])) for r in res]
         except Exception as e:  # XLA's errors are the result being checked
             out["error"] = first_line(e)
         print(json.dumps(out), flush=True)

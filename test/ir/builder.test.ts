@@ -79,7 +79,8 @@ describe("ModuleBuilder", () => {
     const mb = new ModuleBuilder("r");
     const err = shapeError(() => mb.reducer("and", "f32"));
     expect(err.message).toBe(
-      "and(f32[], f32[]): needs an integer or pred element type (pred, s32, s64, u8), got f32",
+      "and(f32[], f32[]): needs an integer or pred element type (pred, s4 ... s64, u4 ... u64), " +
+        "got f32",
     );
     expect(mb.module.computations).toEqual([]);
   });

@@ -20,6 +20,14 @@ import { identityFor } from "../../passes/dynamic_sizes.ts";
 const SAMPLES: Record<ElementType, readonly (number | bigint)[]> = {
   pred: [0, 1],
   u8: [0, 1, 127, 128, 255],
+  s4: [0, 1, -1, 7, -8],
+  s8: [0, 1, -1, 127, -128],
+  s16: [0, 1, -1, 32767, -32768],
+  u4: [0, 1, 7, 8, 15],
+  u16: [0, 1, 32767, 32768, 65535],
+  u32: [0, 1, 2147483647, 2147483648, 4294967295],
+  u64: [0n, 1n, 2n ** 63n - 1n, 2n ** 63n, 2n ** 64n - 1n],
+  token: [],
   s32: [0, 1, -1, 2147483647, -2147483648, 12345],
   s64: [0n, 1n, -1n, 2n ** 63n - 1n, -(2n ** 63n), 1n << 40n],
   f32: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 3.4e38, 1e-45],
@@ -29,13 +37,13 @@ const SAMPLES: Record<ElementType, readonly (number | bigint)[]> = {
 };
 
 const BINARY_OK: Record<string, (t: ElementType) => boolean> = {
-  add: () => true,
-  multiply: () => true,
-  maximum: () => true,
-  minimum: () => true,
-  and: (t) => !isFloatType(t),
-  or: (t) => !isFloatType(t),
-  xor: (t) => !isFloatType(t),
+  add: (t) => t !== "token",
+  multiply: (t) => t !== "token",
+  maximum: (t) => t !== "token",
+  minimum: (t) => t !== "token",
+  and: (t) => !isFloatType(t) && t !== "token",
+  or: (t) => !isFloatType(t) && t !== "token",
+  xor: (t) => !isFloatType(t) && t !== "token",
 };
 
 function reduce2(op: string, t: ElementType, a: number | bigint, b: number | bigint) {

@@ -669,6 +669,43 @@ ENTRY e {
 // ---- data movement ------------------------------------------------------------------------
 
 describe("data movement", () => {
+  const bitcast = hlo(`
+HloModule bitcast
+ENTRY e {
+  p = f32[2,3]{1,0} parameter(0)
+  t = f32[3,2]{0,1} bitcast(p)
+  r = f32[6] bitcast(p)
+  c = f32[3,2]{0,1} parameter(1)
+  u = f32[3,2]{1,0} bitcast(c)
+  ROOT out = (f32[3,2]{0,1}, f32[6], f32[3,2]{1,0}) tuple(t, r, u)
+}`);
+  it("bitcast reads the operand's buffer (in its layout) as the result in its layout", () => {
+    const x = literal("f32", [2, 3], [0, 1, 2, 3, 4, 5]);
+    const y = literal("f32", [3, 2], [0, 1, 2, 3, 4, 5]);
+    const [t, r, u] = tup(run(bitcast, x, y));
+    // {1,0} -> {0,1} with the dims swapped: XLA's transpose-as-bitcast.
+    expect(vals(t!)).toEqual([0, 3, 1, 4, 2, 5]);
+    // Default layouts: a reshape.
+    expect(vals(r!)).toEqual([0, 1, 2, 3, 4, 5]);
+    // A column-major operand's buffer is [0, 2, 4, 1, 3, 5]; read row-major as 3x2.
+    expect(vals(u!)).toEqual([0, 2, 4, 1, 3, 5]);
+  });
+
+  const ids = hlo(`
+HloModule ids
+ENTRY e {
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  a = token[] after-all()
+  b = token[] after-all(a, a)
+  ROOT t = (u32[], u32[], token[]) tuple(r, p, b)
+}`);
+  it("replica-id and partition-id: the evaluator runs replica 0 of partition 0", () => {
+    const [r, p, b] = tup(run(ids));
+    expect([lit(r!).type, vals(r!), vals(p!)]).toEqual(["u32", [0], [0]]);
+    expect(lit(b!).type).toBe("token");
+  });
+
   const iota = hlo(`
 HloModule iota
 ENTRY e {

@@ -1,14 +1,15 @@
 // The f64 element type: the reference evaluator computes and stores it in double precision (what
 // the float64 gradient checks of test/tensor/grad_ops.test.ts need); the text form round-trips
 // it; the kernel backends decline it (UnsupportedError, so a caller falls back to the
-// interpreter), the proto form has no f64 literal, and the frontend has no float64 dtype.
+// interpreter), the proto form writes its literals as XLA's f64s (bit for bit), and the frontend
+// has no float64 dtype.
 
 import { describe, expect, it } from "vitest";
 import { evaluate } from "../../ir/evaluate.ts";
 import { literal, type Literal } from "../../ir/literal.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { printHlo } from "../../ir/print.ts";
-import { moduleToProto } from "../../ir/proto.ts";
+import { moduleFromProto, moduleToProto } from "../../ir/proto.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import { jsBackend, UnsupportedError } from "../../runtime/index.ts";
 import { fromElementType } from "../../tensor/dtype.ts";
@@ -54,11 +55,14 @@ describe("f64", () => {
     expect(printHlo(parseHlo(text))).toBe(text);
   });
 
-  it("the kernel backends decline it, the proto form and the frontend have none", () => {
+  it("the kernel backends decline it and the frontend has none; the proto keeps it exactly", () => {
     const m = parseHlo(M);
     expect(() => jsBackend.compile(m)).toThrow(UnsupportedError);
     expect(() => jsBackend.compile(m)).toThrow(/f64 arrays run on the interpreter only/);
-    expect(() => moduleToProto(m)).toThrow(/f64 literal has no proto form/);
+    const back = moduleFromProto(moduleToProto(m));
+    expect(printHlo(back)).toBe(printHlo(m));
+    const third = back.entry.instructions.find((i) => i.name === "third")!;
+    expect(third.attrs.literal!.data[0]).toBe(0.3333333333333333);
     expect(() => fromElementType("f64")).toThrow(/no tensor dtype/);
   });
 });

@@ -29,7 +29,14 @@ import {
   printSlice,
   printWindow,
 } from "../../ir/print.ts";
-import { arrayShape, type ElementType, scalarShape, tupleShape } from "../../ir/shape.ts";
+import {
+  arrayShape,
+  ELEMENT_TYPES,
+  type ElementType,
+  scalarShape,
+  tupleShape,
+} from "../../ir/shape.ts";
+import { ELEMENT_TYPE_INFO } from "../../ir/element_types.ts";
 
 /** print(parse(text)) is a fixed point of print∘parse; returns the printed text. */
 function roundTrip(text: string): string {
@@ -130,6 +137,11 @@ ENTRY %main (x: f32[4,6], s: s32[]) -> (f32[2,4,3], f32[6,4], f32[2,3], f32[8,6]
       [1:2:2]}
   %r3 = f32[2,4,3]{2,1,0} reshape(f32[2,4,3,1]{3,2,1,0} %sl)
   %tr = f32[6,4]{0,1} transpose(f32[4,6]{1,0} %x), dimensions={1,0}
+  %bc = f32[6,4]{0,1} bitcast(f32[4,6]{1,0} %x)
+  %rid = u32[] replica-id()
+  %pid = u32[] partition-id()
+  %tok = token[] after-all()
+  %tok2 = token[] after-all(token[] %tok, token[] %tok)
   %strided = f32[2,3]{1,0} slice(f32[4,6]{1,0} %x), slice={[0:4:2], [1:6:2]}
   %ds = f32[2,3]{1,0} dynamic-slice(f32[4,6]{1,0} %x, s32[] %s, s32[] %s), dynamic_slice_sizes={2,3}
   %dus = f32[4,6]{1,0} dynamic-update-slice(f32[4,6]{1,0} %x, f32[2,3]{1,0} %ds, s32[] %s, s32[] %s)
@@ -938,7 +950,8 @@ ENTRY e {
 
 // ---- properties ---------------------------------------------------------------------------
 
-const TYPES: readonly ElementType[] = ["pred", "s32", "s64", "u8", "f16", "bf16", "f32", "f64"];
+// Every element type with values (a token has none).
+const TYPES: readonly ElementType[] = ELEMENT_TYPES.filter((t) => t !== "token");
 
 function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
   switch (type) {
@@ -950,6 +963,19 @@ function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
       return fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
     case "u8":
       return fc.integer({ min: 0, max: 255 });
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32": {
+      const { min, max } = ELEMENT_TYPE_INFO[type];
+      return fc.integer({ min: min as number, max: max as number });
+    }
+    case "u64":
+      return fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
+    case "token":
+      throw new Error("a token has no values");
     case "f16":
       return fc.integer({ min: 0, max: 0xffff }).map(f16BitsToNumber);
     case "bf16":

@@ -38,6 +38,9 @@ import {
   DotDimensionNumbersSchema,
   GatherDimensionNumbersSchema,
   LayoutProtoSchema,
+  TileProtoSchema,
+  OpShardingSchema,
+  FrontendAttributesSchema,
   LiteralProtoSchema,
   OpMetadataSchema,
   PaddingConfig_PaddingConfigDimensionSchema,
@@ -142,6 +145,11 @@ ENTRY %main (x: f32[4,6], s: s32[]) -> (f32[2,4,3], f32[6,4], f32[2,3], f32[8,6]
       [1:2:2]}
   %r3 = f32[2,4,3]{2,1,0} reshape(f32[2,4,3,1]{3,2,1,0} %sl)
   %tr = f32[6,4]{0,1} transpose(f32[4,6]{1,0} %x), dimensions={1,0}
+  %bc = f32[6,4]{0,1} bitcast(f32[4,6]{1,0} %x)
+  %rid = u32[] replica-id()
+  %pid = u32[] partition-id()
+  %tok = token[] after-all()
+  %tok2 = token[] after-all(token[] %tok, token[] %tok)
   %strided = f32[2,3]{1,0} slice(f32[4,6]{1,0} %x), slice={[0:4:2], [1:6:2]}
   %ds = f32[2,3]{1,0} dynamic-slice(f32[4,6]{1,0} %x, s32[] %s, s32[] %s), dynamic_slice_sizes={2,3}
   %dus = f32[4,6]{1,0} dynamic-update-slice(f32[4,6]{1,0} %x, f32[2,3]{1,0} %ds, s32[] %s, s32[] %s)
@@ -416,6 +424,43 @@ ENTRY %main () -> (f32[6], f16[5], bf16[4], s32[2,2], s64[3], u8[3], pred[2,2], 
       f32[2,0]{1,0} %empty2, pred[] %t, s64[] %big, f32[2,2]{0,1} %cm)
 }
 `,
+  // The integer types XLA has beyond s32, s64 and u8, and f64: each one's extremes, a column-major
+  // u16 (its data reordered on the way in), and arithmetic over them.
+  xla_types: `
+HloModule xla_types
+
+ENTRY %main (p: u32[3]) -> (s4[4], s8[3], s16[3], u4[3], u16[2,2], u32[3], u64[3], f64[3], u32[3]) {
+  %s4 = s4[4]{0} constant({-8, -1, 0, 7})
+  %s8 = s8[3]{0} constant({-128, 0, 127})
+  %s16 = s16[3]{0} constant({-32768, 1, 32767})
+  %u4 = u4[3]{0} constant({0, 9, 15})
+  %u16 = u16[2,2]{0,1} constant({ { 0, 65535 }, { 32768, 7 } })
+  %u32 = u32[3]{0} constant({0, 2147483648, 4294967295})
+  %u64 = u64[3]{0} constant({0, 9223372036854775808, 18446744073709551615})
+  %f64 = f64[3]{0} constant({0.1, -1e+300, 5e-324})
+  %p = u32[3]{0} parameter(0)
+  %sum = u32[3]{0} add(u32[3]{0} %p, u32[3]{0} %u32)
+  ROOT %tuple = (s4[4]{0}, s8[3]{0}, s16[3]{0}, u4[3]{0}, u16[2,2]{0,1}, u32[3]{0}, u64[3]{0},
+      f64[3]{0}, u32[3]{0}) tuple(s4[4]{0} %s4, s8[3]{0} %s8, s16[3]{0} %s16, u4[3]{0} %u4,
+      u16[2,2]{0,1} %u16, u32[3]{0} %u32, u64[3]{0} %u64, f64[3]{0} %f64, u32[3]{0} %sum)
+}
+`,
+  // XLA's sharding (every structured form) and frontend attributes, kept through the proto.
+  sharding: `
+HloModule sharding
+
+ENTRY %main (p: f32[4,4]) -> (f32[4,4], f32[4,4], f32[4,4], f32[4,4], f32[4,4], f32[4,4]) {
+  %p = f32[4,4]{1,0} parameter(0), sharding={devices=[2,2]0,1,2,3}
+  %a = f32[4,4]{1,0} negate(f32[4,4]{1,0} %p), sharding={replicated}
+  %b = f32[4,4]{1,0} negate(f32[4,4]{1,0} %a), sharding={maximal device=3}
+  %c = f32[4,4]{1,0} negate(f32[4,4]{1,0} %b), sharding={devices=[2,2]<=[2,2]T(1,0)}
+  %d = f32[4,4]{1,0} negate(f32[4,4]{1,0} %c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
+  %e = f32[4,4]{1,0} negate(f32[4,4]{1,0} %d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
+  %f = f32[4,4]{1,0} negate(f32[4,4]{1,0} %e), sharding={manual}, frontend_attributes={_xla_x="1",attr={n = 1 : i32}}
+  ROOT %t = (f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0})
+      tuple(%a, %b, %c, %d, %e, %f), sharding={{replicated}, {maximal device=1}, {unknown}, {manual}, {replicated}, {replicated}}
+}
+`,
 };
 
 /** Every attribute of Attributes; a key missing here is a compile error. */
@@ -444,6 +489,8 @@ const ATTRIBUTE_KEYS = Object.keys({
   fusionKind: 0,
   customCallTarget: 0,
   backendConfig: 0,
+  sharding: 0,
+  frontendAttributes: 0,
 } satisfies { [K in keyof Required<Attributes>]: 0 });
 
 function protoRoundTrip(m: Module): Module {
@@ -506,8 +553,8 @@ describe("moduleToProto → moduleFromProto prints the same HLO", () => {
     }
     expect(OPCODES.filter((op) => !ops.has(op))).toEqual([]);
     expect(ATTRIBUTE_KEYS.filter((k) => !attrs.has(k))).toEqual([]);
-    // f64 (the reference evaluator's, for float64 gradient checks) has no proto literal.
-    expect(ELEMENT_TYPES.filter((t) => t !== "f64" && !types.has(t))).toEqual([]);
+    // A token has no literal: token[] is covered by after-all in the movement module.
+    expect(ELEMENT_TYPES.filter((t) => t !== "token" && !types.has(t))).toEqual([]);
   });
 
   it("keeps instruction names, computation names, metadata, layouts and dynamic dims", () => {
@@ -650,6 +697,8 @@ describe("the bytes carry XLA's schema", () => {
           operand_ids: 36,
           called_computation_ids: 38,
           backend_config: 43,
+          sharding: 40,
+          frontend_attributes: 68,
           scatter_dimension_numbers: 48,
           feature_group_count: 50,
           batch_group_count: 58,
@@ -665,7 +714,25 @@ describe("the bytes carry XLA's schema", () => {
         ShapeProtoSchema,
         { element_type: 2, dimensions: 3, tuple_shapes: 4, layout: 5, is_dynamic_dimension: 6 },
       ],
-      [LayoutProtoSchema, { minor_to_major: 1 }],
+      [
+        LayoutProtoSchema,
+        { minor_to_major: 1, tiles: 6, element_size_in_bits: 7, memory_space: 8 },
+      ],
+      [TileProtoSchema, { dimensions: 1 }],
+      [
+        OpShardingSchema,
+        {
+          type: 1,
+          tile_assignment_dimensions: 3,
+          tile_assignment_devices: 4,
+          tuple_shardings: 5,
+          replicate_on_last_tile_dim: 6,
+          last_tile_dims: 8,
+          iota_reshape_dims: 9,
+          iota_transpose_perm: 10,
+        },
+      ],
+      [FrontendAttributesSchema, { map: 1 }],
       [ProgramShapeProtoSchema, { parameters: 1, result: 2, parameter_names: 3 }],
       [
         OpMetadataSchema,
@@ -673,7 +740,25 @@ describe("the bytes carry XLA's schema", () => {
       ],
       [
         LiteralProtoSchema,
-        { shape: 1, preds: 2, u8s: 3, s32s: 4, s64s: 5, f32s: 8, f16s: 11, bf16s: 13 },
+        {
+          shape: 1,
+          preds: 2,
+          u8s: 3,
+          s32s: 4,
+          s64s: 5,
+          u32s: 6,
+          u64s: 7,
+          f32s: 8,
+          f64s: 9,
+          tuple_literals: 10,
+          f16s: 11,
+          bf16s: 13,
+          s8s: 15,
+          u16s: 16,
+          s16s: 17,
+          s4s: 21,
+          u4s: 22,
+        },
       ],
       [PaddingConfigSchema, { dimensions: 1 }],
       [
@@ -749,6 +834,13 @@ describe("the bytes carry XLA's schema", () => {
     expect(values).toMatchObject({
       PRIMITIVE_TYPE_INVALID: 0,
       PRED: 1,
+      S4: 21,
+      S8: 2,
+      S16: 3,
+      U4: 22,
+      U16: 7,
+      U32: 8,
+      U64: 9,
       S32: 4,
       S64: 5,
       U8: 6,
@@ -1077,8 +1169,8 @@ describe("malformed bytes are rejected with a ProtoError", () => {
 
   it("a bad element type", () => {
     rejects(
-      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.S16)),
-      /instruction 'x'.*shape: unsupported element type S16/,
+      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.F8E4M3FN)),
+      /instruction 'x'.*shape: unsupported element type F8E4M3FN/,
     );
     rejects(
       edited((m) => (instr(m, "x").shape!.elementType = 99 as PrimitiveType)),

@@ -205,7 +205,10 @@ const shift = (): Cases => ({
     { operands: ["u8[]", "u8[]"], result: "u8[]" },
   ],
   bad: [
-    { operands: ["pred[2]", "pred[2]"], error: "needs an integer element type (s32, s64, u8)" },
+    {
+      operands: ["pred[2]", "pred[2]"],
+      error: "needs an integer element type (s4, s8, s16, s32, s64, u4, u8, u16, u32, u64)",
+    },
     { operands: ["f32[2]", "f32[2]"], error: "needs an integer element type" },
   ],
 });
@@ -256,6 +259,21 @@ const CASES = {
         error: "a constant cannot have dynamic dims",
       },
     ],
+  },
+  "after-all": {
+    good: [
+      { operands: [], result: "token[]" },
+      { operands: ["token[]", "token[]"], result: "token[]" },
+    ],
+    bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
+  },
+  "replica-id": {
+    good: [{ operands: [], result: "u32[]" }],
+    bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],
+  },
+  "partition-id": {
+    good: [{ operands: [], result: "u32[]" }],
+    bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],
   },
   iota: {
     good: [
@@ -460,6 +478,17 @@ const CASES = {
         declared: "f32[3]",
         error: "must map each of the operand's 1 dims",
       },
+    ],
+  },
+  bitcast: {
+    good: [
+      { operands: ["f32[2,3]{1,0}"], declared: "f32[3,2]{0,1}", result: "f32[3,2]" },
+      { operands: ["s8[4]"], declared: "s8[2,2]", result: "s8[2,2]" },
+    ],
+    bad: [
+      { operands: ["f32[2,3]"], declared: "f32[5]", error: "has 5 elements but the operand has 6" },
+      { operands: ["f32[4]"], declared: "s32[4]", error: "must be f32 (use bitcast-convert)" },
+      { operands: ["f32[<=4]"], declared: "f32[4]", error: "bitcast of a bounded-dynamic shape" },
     ],
   },
   reshape: {
@@ -1413,6 +1442,7 @@ describe("shape rule helpers", () => {
       "bitcast-convert",
       "broadcast",
       "reshape",
+      "bitcast",
       "custom-call",
     ]);
   });

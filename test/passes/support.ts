@@ -10,6 +10,7 @@ import type { Module } from "../../ir/module.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { printHlo } from "../../ir/print.ts";
 import type { ArrayShape, ElementType, Shape } from "../../ir/shape.ts";
+import { ELEMENT_TYPE_INFO } from "../../ir/element_types.ts";
 import type { Pass } from "../../passes/pass.ts";
 
 /** HLO text in the printer's form, metadata left out. */
@@ -67,6 +68,21 @@ export function randomScalar(type: ElementType, r: () => number): ScalarValue {
       return special ? pick(INT_SPECIALS.s64) : BigInt(Math.floor((r() - 0.5) * 1e6));
     case "pred":
       return r() < 0.5;
+    case "s4":
+    case "s8":
+    case "s16":
+    case "u4":
+    case "u16":
+    case "u32": {
+      const { min, max } = ELEMENT_TYPE_INFO[type];
+      const lo = min as number;
+      const hi = max as number;
+      return special ? pick([lo, hi, 0]) : lo + Math.floor(r() * (hi - lo + 1));
+    }
+    case "u64":
+      return special ? pick([0n, 2n ** 64n - 1n, 2n ** 63n]) : BigInt(Math.floor(r() * 1e6));
+    case "token":
+      throw new Error("a token has no values");
     default: {
       const never: never = type;
       throw new Error(`unknown element type ${String(never)}`);

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file xla_data.proto.
  */
 export const file_xla_data: GenFile = /*@__PURE__*/
-  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIiUKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDIr0BCgpTaGFwZVByb3RvEigKDGVsZW1lbnRfdHlwZRgCIAEoDjISLnhsYS5QcmltaXRpdmVUeXBlEhIKCmRpbWVuc2lvbnMYAyADKAMSHAoUaXNfZHluYW1pY19kaW1lbnNpb24YBiADKAgSJQoMdHVwbGVfc2hhcGVzGAQgAygLMg8ueGxhLlNoYXBlUHJvdG8SIAoGbGF5b3V0GAUgASgLMhAueGxhLkxheW91dFByb3RvSgQIARACUgRyYW5rInIKEVByb2dyYW1TaGFwZVByb3RvEiMKCnBhcmFtZXRlcnMYASADKAsyDy54bGEuU2hhcGVQcm90bxIfCgZyZXN1bHQYAiABKAsyDy54bGEuU2hhcGVQcm90bxIXCg9wYXJhbWV0ZXJfbmFtZXMYAyADKAki0gEKCk9wTWV0YWRhdGESFAoHb3BfdHlwZRgBIAEoCUgAiAEBEhQKB29wX25hbWUYAiABKAlIAYgBARIYCgtzb3VyY2VfZmlsZRgDIAEoCUgCiAEBEhgKC3NvdXJjZV9saW5lGAQgASgFSAOIAQESGgoNc291cmNlX2NvbHVtbhgSIAEoBUgEiAEBQgoKCF9vcF90eXBlQgoKCF9vcF9uYW1lQg4KDF9zb3VyY2VfZmlsZUIOCgxfc291cmNlX2xpbmVCEAoOX3NvdXJjZV9jb2x1bW4ikQEKDExpdGVyYWxQcm90bxIeCgVzaGFwZRgBIAEoCzIPLnhsYS5TaGFwZVByb3RvEg0KBXByZWRzGAIgAygIEgsKA3U4cxgDIAEoDBIMCgRzMzJzGAQgAygFEgwKBHM2NHMYBSADKAMSDAoEZjMycxgIIAMoAhIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMIqMBCg9XaW5kb3dEaW1lbnNpb24SDAoEc2l6ZRgBIAEoAxIOCgZzdHJpZGUYAiABKAMSEwoLcGFkZGluZ19sb3cYAyABKAMSFAoMcGFkZGluZ19oaWdoGAQgASgDEhcKD3dpbmRvd19kaWxhdGlvbhgFIAEoAxIVCg1iYXNlX2RpbGF0aW9uGAYgASgDEhcKD3dpbmRvd19yZXZlcnNhbBgHIAEoCCIyCgZXaW5kb3cSKAoKZGltZW5zaW9ucxgBIAMoCzIULnhsYS5XaW5kb3dEaW1lbnNpb24iwgEKFkdhdGhlckRpbWVuc2lvbk51bWJlcnMSEwoLb2Zmc2V0X2RpbXMYASADKAMSHAoUY29sbGFwc2VkX3NsaWNlX2RpbXMYAiADKAMSFwoPc3RhcnRfaW5kZXhfbWFwGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSHQoVb3BlcmFuZF9iYXRjaGluZ19kaW1zGAUgAygDEiMKG3N0YXJ0X2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLXAQoXU2NhdHRlckRpbWVuc2lvbk51bWJlcnMSGgoSdXBkYXRlX3dpbmRvd19kaW1zGAEgAygDEhwKFGluc2VydGVkX3dpbmRvd19kaW1zGAIgAygDEiQKHHNjYXR0ZXJfZGltc190b19vcGVyYW5kX2RpbXMYAyADKAMSGAoQaW5kZXhfdmVjdG9yX2RpbRgEIAEoAxIbChNpbnB1dF9iYXRjaGluZ19kaW1zGAUgAygDEiUKHXNjYXR0ZXJfaW5kaWNlc19iYXRjaGluZ19kaW1zGAYgAygDItgCChtDb252b2x1dGlvbkRpbWVuc2lvbk51bWJlcnMSHQoVaW5wdXRfYmF0Y2hfZGltZW5zaW9uGAcgASgDEh8KF2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAggASgDEiAKGGlucHV0X3NwYXRpYWxfZGltZW5zaW9ucxgLIAMoAxImCh5rZXJuZWxfaW5wdXRfZmVhdHVyZV9kaW1lbnNpb24YAyABKAMSJwofa2VybmVsX291dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgEIAEoAxIhChlrZXJuZWxfc3BhdGlhbF9kaW1lbnNpb25zGAYgAygDEh4KFm91dHB1dF9iYXRjaF9kaW1lbnNpb24YCSABKAMSIAoYb3V0cHV0X2ZlYXR1cmVfZGltZW5zaW9uGAogASgDEiEKGW91dHB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYDCADKAMimQEKE0RvdERpbWVuc2lvbk51bWJlcnMSIgoabGhzX2NvbnRyYWN0aW5nX2RpbWVuc2lvbnMYASADKAMSIgoacmhzX2NvbnRyYWN0aW5nX2RpbWVuc2lvbnMYAiADKAMSHAoUbGhzX2JhdGNoX2RpbWVuc2lvbnMYAyADKAMSHAoUcmhzX2JhdGNoX2RpbWVuc2lvbnMYBCADKAMqmAMKDVByaW1pdGl2ZVR5cGUSGgoWUFJJTUlUSVZFX1RZUEVfSU5WQUxJRBAAEggKBFBSRUQQARIGCgJTMRAeEgYKAlMyEBoSBgoCUzQQFRIGCgJTOBACEgcKA1MxNhADEgcKA1MzMhAEEgcKA1M2NBAFEgYKAlUxEB8SBgoCVTIQGxIGCgJVNBAWEgYKAlU4EAYSBwoDVTE2EAcSBwoDVTMyEAgSBwoDVTY0EAkSBwoDRjE2EAoSBwoDRjMyEAsSCAoEQkYxNhAQEgcKA0Y2NBAMEgoKBkY4RTVNMhATEgoKBkY4RTRNMxAcEgwKCEY4RTRNM0ZOEBQSEQoNRjhFNE0zQjExRk5VWhAXEgoKBkY4RTNNNBAdEg4KCkY4RTVNMkZOVVoQGBIOCgpGOEU0TTNGTlVaEBkSDAoIRjRFMk0xRk4QIBINCglGOEU4TTBGTlUQIRIHCgNDNjQQDxIICgRDMTI4EBISCQoFVFVQTEUQDRIPCgtPUEFRVUVfVFlQRRAOEgkKBVRPS0VOEBESCgoGQlVGRkVSECJiBnByb3RvMw");
+  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDIv0CCgpPcFNoYXJkaW5nEiIKBHR5cGUYASABKA4yFC54bGEuT3BTaGFyZGluZy5UeXBlEiIKGnRpbGVfYXNzaWdubWVudF9kaW1lbnNpb25zGAMgAygDEh8KF3RpbGVfYXNzaWdubWVudF9kZXZpY2VzGAQgAygDEigKD3R1cGxlX3NoYXJkaW5ncxgFIAMoCzIPLnhsYS5PcFNoYXJkaW5nEiIKGnJlcGxpY2F0ZV9vbl9sYXN0X3RpbGVfZGltGAYgASgIEiwKDmxhc3RfdGlsZV9kaW1zGAggAygOMhQueGxhLk9wU2hhcmRpbmcuVHlwZRIZChFpb3RhX3Jlc2hhcGVfZGltcxgJIAMoAxIbChNpb3RhX3RyYW5zcG9zZV9wZXJtGAogAygFIlIKBFR5cGUSDgoKUkVQTElDQVRFRBAAEgsKB01BWElNQUwQARIJCgVUVVBMRRACEgkKBU9USEVSEAMSCgoGTUFOVUFMEAQSCwoHVU5LTk9XThAFIm8KEkZyb250ZW5kQXR0cmlidXRlcxItCgNtYXAYASADKAsyIC54bGEuRnJvbnRlbmRBdHRyaWJ1dGVzLk1hcEVudHJ5GioKCE1hcEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqmAMKDVByaW1pdGl2ZVR5cGUSGgoWUFJJTUlUSVZFX1RZUEVfSU5WQUxJRBAAEggKBFBSRUQQARIGCgJTMRAeEgYKAlMyEBoSBgoCUzQQFRIGCgJTOBACEgcKA1MxNhADEgcKA1MzMhAEEgcKA1M2NBAFEgYKAlUxEB8SBgoCVTIQGxIGCgJVNBAWEgYKAlU4EAYSBwoDVTE2EAcSBwoDVTMyEAgSBwoDVTY0EAkSBwoDRjE2EAoSBwoDRjMyEAsSCAoEQkYxNhAQEgcKA0Y2NBAMEgoKBkY4RTVNMhATEgoKBkY4RTRNMxAcEgwKCEY4RTRNM0ZOEBQSEQoNRjhFNE0zQjExRk5VWhAXEgoKBkY4RTNNNBAdEg4KCkY4RTVNMkZOVVoQGBIOCgpGOEU0TTNGTlVaEBkSDAoIRjRFMk0xRk4QIBINCglGOEU4TTBGTlUQIRIHCgNDNjQQDxIICgRDMTI4EBISCQoFVFVQTEUQDRIPCgtPUEFRVUVfVFlQRRAOEgkKBVRPS0VOEBESCgoGQlVGRkVSECJiBnByb3RvMw");
 
 /**
  * Edge and interior padding of a pad instruction, per dimension.
@@ -85,6 +85,27 @@ export type LayoutProto = Message<"xla.LayoutProto"> & {
    * @generated from field: repeated int64 minor_to_major = 1;
    */
   minorToMajor: bigint[];
+
+  /**
+   * The tiles of a tiled layout, outermost first (text `T(8,128)(2,1)`).
+   *
+   * @generated from field: repeated xla.TileProto tiles = 6;
+   */
+  tiles: TileProto[];
+
+  /**
+   * The element size in bits, when not the type's (text `E(4)`); 0: the type's.
+   *
+   * @generated from field: int64 element_size_in_bits = 7;
+   */
+  elementSizeInBits: bigint;
+
+  /**
+   * The memory space (text `S(1)`); 0: the default one.
+   *
+   * @generated from field: int64 memory_space = 8;
+   */
+  memorySpace: bigint;
 };
 
 /**
@@ -93,6 +114,25 @@ export type LayoutProto = Message<"xla.LayoutProto"> & {
  */
 export const LayoutProtoSchema: GenMessage<LayoutProto> = /*@__PURE__*/
   messageDesc(file_xla_data, 1);
+
+/**
+ * One tile of a tiled layout: its sizes, major to minor.
+ *
+ * @generated from message xla.TileProto
+ */
+export type TileProto = Message<"xla.TileProto"> & {
+  /**
+   * @generated from field: repeated int64 dimensions = 1;
+   */
+  dimensions: bigint[];
+};
+
+/**
+ * Describes the message xla.TileProto.
+ * Use `create(TileProtoSchema)` to create a new message.
+ */
+export const TileProtoSchema: GenMessage<TileProto> = /*@__PURE__*/
+  messageDesc(file_xla_data, 2);
 
 /**
  * An array shape (element type, dimensions, dynamic flags, layout) or a tuple shape.
@@ -139,7 +179,7 @@ export type ShapeProto = Message<"xla.ShapeProto"> & {
  * Use `create(ShapeProtoSchema)` to create a new message.
  */
 export const ShapeProtoSchema: GenMessage<ShapeProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 2);
+  messageDesc(file_xla_data, 3);
 
 /**
  * Parameter and result shapes of a computation.
@@ -168,7 +208,7 @@ export type ProgramShapeProto = Message<"xla.ProgramShapeProto"> & {
  * Use `create(ProgramShapeProtoSchema)` to create a new message.
  */
 export const ProgramShapeProtoSchema: GenMessage<ProgramShapeProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 3);
+  messageDesc(file_xla_data, 4);
 
 /**
  * The frontend op and source location that produced an instruction. Kiln marks the fields
@@ -209,11 +249,12 @@ export type OpMetadata = Message<"xla.OpMetadata"> & {
  * Use `create(OpMetadataSchema)` to create a new message.
  */
 export const OpMetadataSchema: GenMessage<OpMetadata> = /*@__PURE__*/
-  messageDesc(file_xla_data, 4);
+  messageDesc(file_xla_data, 5);
 
 /**
  * A constant's value. The data field matching shape.element_type holds the elements in the
- * order of the shape's layout; F16s and BF16s are little-endian bytes.
+ * order of the shape's layout; F16s, BF16s, S16s and U16s are little-endian bytes; S4s, U4s, S8s
+ * and U8s one element per byte.
  *
  * @generated from message xla.LiteralProto
  */
@@ -227,6 +268,21 @@ export type LiteralProto = Message<"xla.LiteralProto"> & {
    * @generated from field: repeated bool preds = 2;
    */
   preds: boolean[];
+
+  /**
+   * @generated from field: bytes s4s = 21;
+   */
+  s4s: Uint8Array;
+
+  /**
+   * @generated from field: bytes s8s = 15;
+   */
+  s8s: Uint8Array;
+
+  /**
+   * @generated from field: bytes u4s = 22;
+   */
+  u4s: Uint8Array;
 
   /**
    * @generated from field: bytes u8s = 3;
@@ -244,9 +300,29 @@ export type LiteralProto = Message<"xla.LiteralProto"> & {
   s64s: bigint[];
 
   /**
+   * @generated from field: repeated uint32 u32s = 6;
+   */
+  u32s: number[];
+
+  /**
+   * @generated from field: repeated uint64 u64s = 7;
+   */
+  u64s: bigint[];
+
+  /**
    * @generated from field: repeated float f32s = 8;
    */
   f32s: number[];
+
+  /**
+   * @generated from field: repeated double f64s = 9;
+   */
+  f64s: number[];
+
+  /**
+   * @generated from field: repeated xla.LiteralProto tuple_literals = 10;
+   */
+  tupleLiterals: LiteralProto[];
 
   /**
    * @generated from field: bytes f16s = 11;
@@ -257,6 +333,16 @@ export type LiteralProto = Message<"xla.LiteralProto"> & {
    * @generated from field: bytes bf16s = 13;
    */
   bf16s: Uint8Array;
+
+  /**
+   * @generated from field: bytes u16s = 16;
+   */
+  u16s: Uint8Array;
+
+  /**
+   * @generated from field: bytes s16s = 17;
+   */
+  s16s: Uint8Array;
 };
 
 /**
@@ -264,7 +350,7 @@ export type LiteralProto = Message<"xla.LiteralProto"> & {
  * Use `create(LiteralProtoSchema)` to create a new message.
  */
 export const LiteralProtoSchema: GenMessage<LiteralProto> = /*@__PURE__*/
-  messageDesc(file_xla_data, 5);
+  messageDesc(file_xla_data, 6);
 
 /**
  * @generated from message xla.WindowDimension
@@ -317,7 +403,7 @@ export type WindowDimension = Message<"xla.WindowDimension"> & {
  * Use `create(WindowDimensionSchema)` to create a new message.
  */
 export const WindowDimensionSchema: GenMessage<WindowDimension> = /*@__PURE__*/
-  messageDesc(file_xla_data, 6);
+  messageDesc(file_xla_data, 7);
 
 /**
  * The window of a convolution or reduce-window.
@@ -336,7 +422,7 @@ export type Window = Message<"xla.Window"> & {
  * Use `create(WindowSchema)` to create a new message.
  */
 export const WindowSchema: GenMessage<Window> = /*@__PURE__*/
-  messageDesc(file_xla_data, 7);
+  messageDesc(file_xla_data, 8);
 
 /**
  * @generated from message xla.GatherDimensionNumbers
@@ -378,7 +464,7 @@ export type GatherDimensionNumbers = Message<"xla.GatherDimensionNumbers"> & {
  * Use `create(GatherDimensionNumbersSchema)` to create a new message.
  */
 export const GatherDimensionNumbersSchema: GenMessage<GatherDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 8);
+  messageDesc(file_xla_data, 9);
 
 /**
  * @generated from message xla.ScatterDimensionNumbers
@@ -420,7 +506,7 @@ export type ScatterDimensionNumbers = Message<"xla.ScatterDimensionNumbers"> & {
  * Use `create(ScatterDimensionNumbersSchema)` to create a new message.
  */
 export const ScatterDimensionNumbersSchema: GenMessage<ScatterDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 9);
+  messageDesc(file_xla_data, 10);
 
 /**
  * @generated from message xla.ConvolutionDimensionNumbers
@@ -477,7 +563,7 @@ export type ConvolutionDimensionNumbers = Message<"xla.ConvolutionDimensionNumbe
  * Use `create(ConvolutionDimensionNumbersSchema)` to create a new message.
  */
 export const ConvolutionDimensionNumbersSchema: GenMessage<ConvolutionDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 10);
+  messageDesc(file_xla_data, 11);
 
 /**
  * @generated from message xla.DotDimensionNumbers
@@ -509,7 +595,121 @@ export type DotDimensionNumbers = Message<"xla.DotDimensionNumbers"> & {
  * Use `create(DotDimensionNumbersSchema)` to create a new message.
  */
 export const DotDimensionNumbersSchema: GenMessage<DotDimensionNumbers> = /*@__PURE__*/
-  messageDesc(file_xla_data, 11);
+  messageDesc(file_xla_data, 12);
+
+/**
+ * How an array is partitioned over devices (XLA's OpSharding; the classic fields).
+ *
+ * @generated from message xla.OpSharding
+ */
+export type OpSharding = Message<"xla.OpSharding"> & {
+  /**
+   * @generated from field: xla.OpSharding.Type type = 1;
+   */
+  type: OpSharding_Type;
+
+  /**
+   * @generated from field: repeated int64 tile_assignment_dimensions = 3;
+   */
+  tileAssignmentDimensions: bigint[];
+
+  /**
+   * @generated from field: repeated int64 tile_assignment_devices = 4;
+   */
+  tileAssignmentDevices: bigint[];
+
+  /**
+   * @generated from field: repeated xla.OpSharding tuple_shardings = 5;
+   */
+  tupleShardings: OpSharding[];
+
+  /**
+   * @generated from field: bool replicate_on_last_tile_dim = 6;
+   */
+  replicateOnLastTileDim: boolean;
+
+  /**
+   * @generated from field: repeated xla.OpSharding.Type last_tile_dims = 8;
+   */
+  lastTileDims: OpSharding_Type[];
+
+  /**
+   * @generated from field: repeated int64 iota_reshape_dims = 9;
+   */
+  iotaReshapeDims: bigint[];
+
+  /**
+   * @generated from field: repeated int32 iota_transpose_perm = 10;
+   */
+  iotaTransposePerm: number[];
+};
+
+/**
+ * Describes the message xla.OpSharding.
+ * Use `create(OpShardingSchema)` to create a new message.
+ */
+export const OpShardingSchema: GenMessage<OpSharding> = /*@__PURE__*/
+  messageDesc(file_xla_data, 13);
+
+/**
+ * @generated from enum xla.OpSharding.Type
+ */
+export enum OpSharding_Type {
+  /**
+   * @generated from enum value: REPLICATED = 0;
+   */
+  REPLICATED = 0,
+
+  /**
+   * @generated from enum value: MAXIMAL = 1;
+   */
+  MAXIMAL = 1,
+
+  /**
+   * @generated from enum value: TUPLE = 2;
+   */
+  TUPLE = 2,
+
+  /**
+   * @generated from enum value: OTHER = 3;
+   */
+  OTHER = 3,
+
+  /**
+   * @generated from enum value: MANUAL = 4;
+   */
+  MANUAL = 4,
+
+  /**
+   * @generated from enum value: UNKNOWN = 5;
+   */
+  UNKNOWN = 5,
+}
+
+/**
+ * Describes the enum xla.OpSharding.Type.
+ */
+export const OpSharding_TypeSchema: GenEnum<OpSharding_Type> = /*@__PURE__*/
+  enumDesc(file_xla_data, 13, 0);
+
+/**
+ * String key-value attributes a frontend attaches to an instruction.
+ *
+ * @generated from message xla.FrontendAttributes
+ */
+export type FrontendAttributes = Message<"xla.FrontendAttributes"> & {
+  /**
+   * @generated from field: map<string, string> map = 1;
+   */
+  map: { [key: string]: string };
+};
+
+/**
+ * Describes the message xla.FrontendAttributes.
+ * Use `create(FrontendAttributesSchema)` to create a new message.
+ */
+export const FrontendAttributesSchema: GenMessage<FrontendAttributes> = /*@__PURE__*/
+  messageDesc(file_xla_data, 14);
 
 /**
  * Element types. Kiln uses PRED, S32, S64, U8, F16, BF16, F32 and TUPLE; the rest are listed so

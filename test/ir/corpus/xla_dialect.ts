@@ -1,0 +1,66 @@
+// Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
+// taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
+// a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
+// and partition ids, tokens. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and
+// that XLA's own print and proto of it read back into the same module.
+
+export const XLA_DIALECT_MODULES: Record<string, string> = {
+  layouts: `HloModule layouts
+
+ENTRY e {
+  p = f32[8,4,1]{0,1,2:T(4,128)} parameter(0)
+  s = u32[]{:S(2)} constant(3)
+  c = f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)} copy(p)
+  ROOT t = (f32[8,4,1]{1,2,0:T(1,128)(2,1)E(32)S(1)}, u32[]{:S(2)}) tuple(c, s)
+}
+`,
+  inferred_nested: `HloModule inferred_nested:
+
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  z = f32[] constant(0)
+  b = f32[2,3] broadcast(z)
+  t = transpose(p), dimensions={1,0}
+  m = maximum(p, b)
+  ROOT r = tuple(f32[3,2] negate(t), add(exponential(m), p))
+}
+`,
+  sharding: `HloModule sharding
+
+ENTRY e {
+  p = f32[4,4] parameter(0), sharding={devices=[2,2]0,1,2,3}
+  a = f32[4,4] negate(p), sharding={replicated}
+  b = f32[4,4] negate(a), sharding={maximal device=3}
+  c = f32[4,4] negate(b), sharding={devices=[2,2]<=[2,2]T(1,0)}
+  d = f32[4,4] negate(c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
+  e = f32[4,4] negate(d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
+  f = f32[4,4] negate(e), frontend_attributes={_xla_x="1",attr="{n = 1 : i32}"}
+  ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f),
+    sharding={{replicated}, {maximal device=1}, {unknown}}
+}
+`,
+  bitcast: `HloModule bitcast
+
+ENTRY e {
+  p = f32[2,3]{1,0} parameter(0)
+  t = f32[3,2]{0,1} bitcast(p)
+  ROOT r = f32[6]{0} bitcast(t)
+}
+`,
+  ids: `HloModule ids
+
+ENTRY e {
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (u32[], u32[]) tuple(r, p)
+}
+`,
+  tokens: `HloModule tokens
+
+ENTRY e {
+  p = token[] parameter(0)
+  a = token[] after-all()
+  ROOT b = token[] after-all(p, a)
+}
+`,
+};
