@@ -8,62 +8,19 @@
 // function's own `toString()` is analysed instead and the result says so (`source`). The
 // tracer sees what actually runs; this sees what is written, and together they explain a
 // graph break or a recompile in the user's words. Results are cached per function and per
-// class, and frozen, since they are shared.
+// class, and frozen, since they are shared. The parsing half (analyze_core.ts) runs in a worker
+// thread (analyze_host.ts), so TypeScript is never loaded into the isolate that runs user code.
 
-import type { ts } from "ts-morph";
 import { boundTarget, locateOriginal } from "./analyze_locate.ts";
-import {
-  findFunctionNode,
-  parseFile,
-  parseFunctionText,
-  shapeOf,
-  type ParsedFile,
-} from "./analyze_source.ts";
-import { findSizeBranches, type SizeBranch } from "./analyze_sizes.ts";
-import {
-  isKilnFile,
-  Walker,
-  type DataDependent,
-  type FreeVariable,
-  type Positioner,
-  type SideEffect,
-  type WalkResult,
-} from "./analyze_walk.ts";
+import { tidy, type Analysed, type SourceAnalysis } from "./analyze_core.ts";
+import { analyseRequest } from "./analyze_host.ts";
+import { isKilnFile } from "./analyze_walk.ts";
 
 export type { SideEffectKind } from "./analyze_rules.ts";
 export type { BindingKind, DataDependent, FreeVariable, SideEffect } from "./analyze_walk.ts";
 export type { SizeBranch } from "./analyze_sizes.ts";
-
-export interface SourceAnalysis {
-  /** The file the function's source was found in (absent when analysed from toString()). */
-  file?: string;
-  /** 1-based line and column of the function (its name, when it has one) in `file`. */
-  line?: number;
-  column?: number;
-  /**
-   * What was analysed: the original `file`; the function's `toString()` (lines then count from
-   * the function's first line, 1, and module-level names are unresolved); or nothing (a
-   * native or bound function).
-   */
-  source: "file" | "toString" | "none";
-  /** Why the original file was not used, when it was not. */
-  note?: string;
-  freeVariables: FreeVariable[];
-  sideEffects: SideEffect[];
-  dataDependent: DataDependent[];
-  /**
-   * Control flow whose condition depends on a tensor's size (analyze_sizes.ts): compile()
-   * keeps such code static instead of sharing one program across a bucket of sizes. An entry
-   * with `parameter` depends on a size only through that number parameter of the function.
-   */
-  sizeBranches: SizeBranch[];
-}
-
-interface Analysed {
-  analysis: SourceAnalysis;
-  thisCalls: readonly string[];
-  superCalls: readonly string[];
-}
+export type { SourceAnalysis } from "./analyze_core.ts";
+export { analysisHost } from "./analyze_host.ts";
 
 let functionCache = new WeakMap<Function, Analysed>();
 let moduleCache = new WeakMap<object, SourceAnalysis>();
@@ -172,102 +129,18 @@ function analyseUncached(fn: Function): Analysed {
   // A bound function's text is `[native code]`; what it runs is its target's source.
   const target = boundTarget(fn);
   if (target) return analyseOne(target);
-  const snippet = parseFunctionText(fn);
-  const shape = snippet ? shapeOf(snippet.node) : undefined;
-  let note: string | undefined;
+  let fnText: string | undefined;
+  try {
+    fnText = Function.prototype.toString.call(fn);
+  } catch {
+    fnText = undefined;
+  }
+  if (fnText !== undefined && /\{\s*\[native code\]\s*\}\s*$/.test(fnText)) fnText = undefined;
   const loc = locateOriginal(fn);
-  if (loc) {
-    const parsed = parseFile(loc.file, loc.text);
-    const node = findFunctionNode(parsed, loc.line, loc.column, shape);
-    if (node) {
-      const sf = parsed.sourceFile;
-      const at: Positioner = (n) => {
-        const p = sf.getLineAndCharacterOfPosition(n.getStart(sf));
-        return { line: p.line + 1, column: p.character + 1 };
-      };
-      const walked = new Walker(parsed, node, at).run();
-      const found = lists(walked);
-      found.sizeBranches.push(...findSizeBranches(parsed, node, at));
-      // Module-level helpers the function calls by name, transitively, tagged with `via`.
-      const done = new Set<ts.Node>([node]);
-      const queue = [...walked.helpers];
-      while (queue.length > 0) {
-        const h = queue.shift()!;
-        if (done.has(h.node)) continue;
-        done.add(h.node);
-        const w = new Walker(parsed, h.node, at).run();
-        const tag = <T extends { via?: string }>(e: T): T => (e.via ? e : { ...e, via: h.name });
-        found.freeVariables.push(...w.freeVariables.map(tag));
-        found.sideEffects.push(...w.sideEffects.map(tag));
-        found.dataDependent.push(...w.dataDependent.map(tag));
-        found.sizeBranches.push(...findSizeBranches(parsed, h.node, at).map(tag));
-        queue.push(...w.helpers);
-      }
-      return {
-        analysis: { file: loc.file, ...at(nameNode(node)), source: "file", ...tidy(found) },
-        thisCalls: walked.thisCalls,
-        superCalls: walked.superCalls,
-      };
-    }
-    note = `the function was not found in ${loc.file} (was the file edited after it was loaded?)`;
-  } else {
-    note = "the function's source file could not be located";
-  }
-  if (!snippet) {
-    return {
-      analysis: {
-        source: "none",
-        note: "no source text: a native or bound function",
-        freeVariables: [],
-        sideEffects: [],
-        dataDependent: [],
-        sizeBranches: [],
-      },
-      thisCalls: [],
-      superCalls: [],
-    };
-  }
-  const at = snippetPositioner(snippet.parsed, snippet.prefix, snippet.source);
-  const walked = new Walker(snippet.parsed, snippet.node, at).run();
-  return {
-    analysis: {
-      source: "toString",
-      note: `${note}; analysed fn.toString(): lines count from the function's first line`,
-      ...lists(walked),
-      sizeBranches: findSizeBranches(snippet.parsed, snippet.node, at),
-    },
-    thisCalls: walked.thisCalls,
-    superCalls: walked.superCalls,
-  };
-}
-
-/** Where to point at a function: its name, or the name it is assigned to (`f = () => ...`). */
-function nameNode(node: ts.Node): ts.Node {
-  const own = (node as { name?: ts.Node }).name;
-  if (own) return own;
-  const holder = (node.parent as { name?: ts.Node; initializer?: ts.Node } | undefined) ?? {};
-  return holder.initializer === node && holder.name ? holder.name : node;
-}
-
-function lists(w: WalkResult): Lists {
-  return {
-    freeVariables: [...w.freeVariables],
-    sideEffects: [...w.sideEffects],
-    dataDependent: [...w.dataDependent],
-    sizeBranches: [],
-  };
-}
-
-/** Positions inside the function's own text (1 = its first line), past the parse wrapper. */
-function snippetPositioner(parsed: ParsedFile, prefix: number, source: string): Positioner {
-  const starts = [0];
-  for (let i = 0; i < source.length; i++) if (source[i] === "\n") starts.push(i + 1);
-  return (n) => {
-    const offset = Math.max(0, n.getStart(parsed.sourceFile) - prefix);
-    let line = 0;
-    while (line + 1 < starts.length && starts[line + 1]! <= offset) line++;
-    return { line: line + 1, column: offset - starts[line]! + 1 };
-  };
+  return analyseRequest({
+    ...(fnText !== undefined && { fnText }),
+    ...(loc && { loc: { file: loc.file, text: loc.text, line: loc.line, column: loc.column } }),
+  });
 }
 
 /** One analysis from forward and the methods it reaches; forward's file is the main one. */
@@ -295,33 +168,6 @@ function merge(parts: { analysis: SourceAnalysis; via: string | undefined }[]): 
     out.sizeBranches.push(...p.sizeBranches.map(tag));
   }
   return { ...out, ...tidy(out) };
-}
-
-type Lists = Pick<
-  SourceAnalysis,
-  "freeVariables" | "sideEffects" | "dataDependent" | "sizeBranches"
->;
-
-/** Sorted by file (the main one first), line and column, each entry once. */
-function tidy(l: Lists): Lists {
-  const order = <T extends { line: number; column: number; file?: string }>(a: T, b: T): number =>
-    (a.file ?? "").localeCompare(b.file ?? "") || a.line - b.line || a.column - b.column;
-  return {
-    freeVariables: dedupe(l.freeVariables).sort(order),
-    sideEffects: dedupe(l.sideEffects).sort(order),
-    dataDependent: dedupe(l.dataDependent).sort(order),
-    sizeBranches: dedupe(l.sizeBranches).sort(order),
-  };
-}
-
-function dedupe<T>(xs: T[]): T[] {
-  const seen = new Set<string>();
-  return xs.filter((x) => {
-    const k = JSON.stringify(x);
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
 }
 
 function freeze(a: SourceAnalysis): SourceAnalysis {

@@ -213,6 +213,11 @@ export function parseFunctionText(fn: Function): SnippetParse | undefined {
   } catch {
     return undefined;
   }
+  return parseFunctionSource(source);
+}
+
+/** `parseFunctionText` of a function's text (what `Function.prototype.toString` gave). */
+export function parseFunctionSource(source: string): SnippetParse | undefined {
   if (/\{\s*\[native code\]\s*\}\s*$/.test(source)) return undefined;
   const wrappers: [string, string][] = [
     ["(", "\n)"],

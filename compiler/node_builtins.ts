@@ -15,6 +15,7 @@ export interface NodeBuiltins {
   "node:path": typeof import("node:path");
   "node:url": typeof import("node:url");
   "node:vm": typeof import("node:vm");
+  "node:worker_threads": typeof import("node:worker_threads");
 }
 
 type Loader = (id: string) => unknown;

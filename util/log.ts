@@ -1,6 +1,6 @@
 // KILN_LOGS: topic-based logging to stderr. `KILN_LOGS=fusion,passes` turns on those topics,
 // `KILN_LOGS=all` every topic. Topics in use: recompiles, graph_breaks, guards, ir, passes, lazy,
-// fusion, perf, cache, backend. The setting is read once per process unless `setLogTopics`
+// fusion, perf, cache, backend, analysis. The setting is read once per process unless `setLogTopics`
 // overrides it (tests and the CLI use that).
 
 let topics: Set<string> | undefined;
