@@ -74,6 +74,7 @@ interface RawAddon {
   info(): AddonInfo;
   setThreads(n: number): void;
   getThreads(): number;
+  adviseHugePages(buffer: ArrayBuffer): number;
   loadLibrary(bytes: Uint8Array): LibraryHandle;
   libraryNames(handle: LibraryHandle): string[];
   callKernel(
@@ -109,6 +110,11 @@ export interface NativeAddon {
   /** Threads the runtime's pool runs (the calling thread included). */
   setThreads(n: number): void;
   getThreads(): number;
+  /**
+   * Asks for transparent huge pages behind a buffer that has not been written yet (csrc
+   * runtime.c `kiln_advise_huge`: 4 MiB and up, Linux); the bytes advised, 0 where none.
+   */
+  adviseHugePages(buffer: ArrayBuffer): number;
   /**
    * Loads a kernel library from bytes the caller has verified (libcache's get/getOrBuild), and
    * runs its init with the runtime's API; the same bytes load once per process. Throws an Error
@@ -295,7 +301,15 @@ function dlopenBytes(bytes: Uint8Array, name: string): RawAddon {
   throw firstError;
 }
 
-const EXPORTS = ["info", "setThreads", "getThreads", "loadLibrary", "libraryNames", "callKernel"];
+const EXPORTS = [
+  "info",
+  "setThreads",
+  "getThreads",
+  "adviseHugePages",
+  "loadLibrary",
+  "libraryNames",
+  "callKernel",
+];
 
 function checkExports(exports: Record<string, unknown>): RawAddon {
   for (const name of EXPORTS) {
@@ -311,6 +325,7 @@ function wrap(raw: RawAddon, key: string): NativeAddon {
     info: () => raw.info(),
     setThreads: (n) => raw.setThreads(n),
     getThreads: () => raw.getThreads(),
+    adviseHugePages: (b) => raw.adviseHugePages(b),
     loadLibrary(bytes: Uint8Array): NativeLibrary {
       const hash = createHash("sha256").update(bytes).digest("hex");
       const known = libraries.get(hash);

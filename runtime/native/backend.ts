@@ -283,7 +283,13 @@ export const nativeTesting: {
   generic: "auto" | "always" | "never";
   /** The result allocator programs use (undefined: a fresh zeroed typed array). */
   readonly resultBuffer: ResultAllocator;
-} = { generic: "auto", resultBuffer: (bytes) => uninitializedResult(bytes) };
+  /** The addon's huge-page advice (bytes advised). */
+  readonly adviseHugePages: (buffer: ArrayBuffer) => number;
+} = {
+  generic: "auto",
+  resultBuffer: (bytes) => uninitializedResult(bytes),
+  adviseHugePages: (buffer) => addon().adviseHugePages(buffer),
+};
 
 function smallProgram(module: Module): boolean {
   if (nativeTesting.generic !== "auto") return nativeTesting.generic === "always";
@@ -384,9 +390,14 @@ function compileNative(module: Module, hints?: CompileHints): NativeExecutable {
  * overwrites it). Buffer.allocUnsafe gives an ArrayBuffer of its own above 4 KiB, owned and freed
  * by V8 like any other. KILN_NATIVE_UNINIT_MIN (bytes) overrides the size; the tests set it to 0
  * with KILN_NATIVE_POISON_RESULTS=1 (each such buffer filled with 0xFF bytes, a NaN or -1 in every
- * element) to show that no program leaves a result element unwritten.
+ * element) to show that no program leaves a result element unwritten. Results of 4 MiB and up
+ * are backed by transparent huge pages where the system offers them (madvise, before the
+ * program's first write): the page faults of writing fresh memory were most of the cost of a
+ * large result (a [50257,768] weight gradient: 60 ms of faults for 4 KiB pages, 9.5 with 2 MiB).
  */
 const UNINIT_MIN_BYTES = 64 * 1024;
+/** csrc/runtime_internal.h KILN_HUGE_MIN_BYTES. */
+const HUGE_MIN_BYTES = 4 << 20;
 let uninitMin: number | undefined;
 let poison = false;
 const uninitializedResult: ResultAllocator = (bytes) => {
@@ -396,11 +407,16 @@ const uninitializedResult: ResultAllocator = (bytes) => {
     poison = process.env["KILN_NATIVE_POISON_RESULTS"] === "1";
   }
   if (bytes < uninitMin || bytes === 0) return undefined;
-  if (poison) return new Uint8Array(bytes).fill(0xff).buffer;
   // Under 4 KiB allocUnsafe slices a shared pool: never hand that out as a result's buffer.
-  if (bytes < 4096 || typeof Buffer === "undefined") return undefined;
+  if (bytes < 4096 || typeof Buffer === "undefined") {
+    return poison ? new Uint8Array(bytes).fill(0xff).buffer : undefined;
+  }
   const b = Buffer.allocUnsafe(bytes);
-  return b.byteOffset === 0 && b.buffer.byteLength === bytes ? (b.buffer as ArrayBuffer) : undefined;
+  if (b.byteOffset !== 0 || b.buffer.byteLength !== bytes) return undefined;
+  const buffer = b.buffer as ArrayBuffer;
+  if (bytes >= HUGE_MIN_BYTES) addon().adviseHugePages(buffer);
+  if (poison) new Uint8Array(buffer).fill(0xff);
+  return buffer;
 };
 
 function instantiate(

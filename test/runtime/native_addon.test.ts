@@ -86,7 +86,7 @@ beforeAll(() => {
   ]);
   for (const x of r) if (!x.ok) throw new Error(x.stderr);
   kernelBytes = readFileSync(join(work, "kernels.so"));
-});
+}, 180_000);
 
 afterAll(() => {
   if (work !== undefined) rmSync(work, { recursive: true, force: true });
@@ -102,7 +102,8 @@ function addonSuite(name: string, get: () => NativeAddon | { error: string }, is
       if ("error" in a) throw new Error(a.error);
       addon = a;
       lib = addon.loadLibrary(kernelBytes);
-    });
+      // Building the real runtime (gemm.c, conv.c at -O3) takes seconds, more on a loaded machine.
+    }, 180_000);
 
     afterAll(() => {
       addon?.setThreads(1);

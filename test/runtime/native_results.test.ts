@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { evaluate } from "../../ir/evaluate.ts";
 import { Literal } from "../../ir/literal.ts";
 import { parseHlo } from "../../ir/parse.ts";
+import { readTextFile } from "../../compiler/node_builtins.ts";
 import { getBackend } from "../../runtime/index.ts";
 import { nativeTesting } from "../../runtime/native/backend.ts";
 
@@ -47,6 +48,40 @@ ENTRY e {
     const want = evaluate(m, [x]) as Literal[];
     got.forEach((g, k) => expect(Array.from(g.data as ArrayLike<number>)).toEqual(
       Array.from(want[k]!.data as ArrayLike<number>)));
+  });
+
+  it("results of 4 MiB and up ask for huge pages before the program writes them", () => {
+    // Linux with transparent huge pages (any mode but a kernel built without them) takes the
+    // advice for the 2 MiB-aligned interior of a fresh buffer; elsewhere it is 0, never an error.
+    const thp = readTextFile("/sys/kernel/mm/transparent_hugepage/enabled");
+    const fresh = (bytes: number) => Buffer.allocUnsafe(bytes).buffer as ArrayBuffer;
+    const advised = nativeTesting.adviseHugePages(fresh(8 << 20));
+    if (process.platform === "linux" && thp !== undefined) {
+      expect(advised).toBeGreaterThanOrEqual(4 << 20);
+      expect(advised % (2 << 20)).toBe(0);
+    } else {
+      expect(advised).toBe(0);
+    }
+    expect(nativeTesting.adviseHugePages(fresh(1 << 20))).toBe(0);
+    expect(() => nativeTesting.adviseHugePages(42 as unknown as ArrayBuffer)).toThrow(
+      /adviseHugePages: expected an ArrayBuffer/);
+    // A result above the size goes through the advice and is still fully written.
+    const b = nativeTesting.resultBuffer(5 << 20)!;
+    expect(b.byteLength).toBe(5 << 20);
+    expect(new Uint8Array(b).every((v) => v === 0xff)).toBe(true);
+    const m = parseHlo(`HloModule big
+ENTRY e {
+  p = f32[1200,1100] parameter(0)
+  c = f32[] constant(0.5)
+  h = f32[1200,1100] broadcast(c), dimensions={}
+  ROOT r = f32[1200,1100] multiply(p, h)
+}`);
+    const x = new Literal("f32", [1200, 1100],
+      Float32Array.from({ length: 1200 * 1100 }, (_, k) => (k % 977) - 400));
+    const got = getBackend("native").compile(m).run([x]) as Literal;
+    const want = evaluate(m, [x]) as Literal;
+    expect(Buffer.from((got.data as Float32Array).buffer).equals(
+      Buffer.from((want.data as Float32Array).buffer))).toBe(true);
   });
 
   it("large results by default: correct, each in its own buffer, data() an independent copy", () => {

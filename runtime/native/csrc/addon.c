@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "kiln_mem.h"
 #include "kiln_rt.h"
 
 /* The runtime library's entry points (runtime.c); the header is the other half's contract. */
@@ -330,6 +331,23 @@ static napi_value js_set_threads(napi_env env, napi_callback_info cb) {
   }
   kiln_set_num_threads(n);
   return NULL;
+}
+
+/* adviseHugePages(buffer): kiln_advise_huge over an ArrayBuffer (or view) not yet written;
+ * returns the bytes advised. */
+static napi_value js_advise_huge(napi_env env, napi_callback_info cb) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(env, napi_get_cb_info(env, cb, &argc, argv, NULL, NULL), "adviseHugePages");
+  void* data = NULL;
+  size_t len = 0;
+  if (argc < 1 || !bytes_of(env, argv[0], &data, &len)) {
+    napi_throw_type_error(env, NULL, "adviseHugePages: expected an ArrayBuffer or a view");
+    return NULL;
+  }
+  napi_value v;
+  NAPI_OK(env, napi_create_double(env, (double)kiln_advise_huge(data, len), &v), "adviseHugePages");
+  return v;
 }
 
 static napi_value js_get_threads(napi_env env, napi_callback_info cb) {
@@ -678,6 +696,7 @@ NAPI_MODULE_INIT() {
       {"info", NULL, js_info, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, js_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
       {"getThreads", NULL, js_get_threads, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"adviseHugePages", NULL, js_advise_huge, NULL, NULL, NULL, napi_enumerable, NULL},
       {"loadLibrary", NULL, js_load_library, NULL, NULL, NULL, napi_enumerable, NULL},
       {"libraryNames", NULL, js_library_names, NULL, NULL, NULL, napi_enumerable, NULL},
       {"callKernel", NULL, js_call_kernel, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "kiln_rt.h"
+#include "kiln_mem.h"
 #include "program.h"
 
 #if defined(__has_include)
@@ -515,6 +516,7 @@ KilnProgram* kiln_program_create(const int64_t* code, int64_t ncode, void* const
   if (p->arena_bytes > 0 && posix_memalign((void**)&p->arena, 64, (size_t)p->arena_bytes) != 0) {
     p->arena = NULL;
   }
+  if (p->arena) kiln_advise_huge(p->arena, (size_t)p->arena_bytes);
   if (p->code == NULL || p->fns == NULL || p->consts == NULL ||
       (p->arena_bytes > 0 && p->arena == NULL)) {
     kiln_program_free(p);
