@@ -21,7 +21,7 @@ import {
   runCommand,
 } from "./commands.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
-import { exportCommand, type ExportFormat } from "./export.ts";
+import { exportCommand, type ExportFormat, type ExportWeights } from "./export.ts";
 import { type LoadedModel, loadModel } from "./load.ts";
 import { parseShapes, parseSpec, type SizeSpec } from "./spec.ts";
 
@@ -212,11 +212,25 @@ function buildProgram(
         .choices(["hlo-proto", "hlo-text"])
         .default("hlo-proto"),
     )
-    .requiredOption("--out <file>", "the file to write")
-    .action(async (path: string, f: ModelFlags & { format: ExportFormat; out: string }) => {
-      const model = await load(path, f.config);
-      result.code = exportCommand(model, { spec: specOf(f), format: f.format, out: f.out }, out);
-    });
+    .addOption(
+      new Option("--weights <how>", "weights as entry parameters or inline constants")
+        .choices(["params", "inline"])
+        .default("params"),
+    )
+    .requiredOption("--out <file>", "the file to write (and <file>.json: the parameters)")
+    .action(
+      async (
+        path: string,
+        f: ModelFlags & { format: ExportFormat; out: string; weights: ExportWeights },
+      ) => {
+        const model = await load(path, f.config);
+        result.code = exportCommand(
+          model,
+          { spec: specOf(f), format: f.format, out: f.out, weights: f.weights },
+          out,
+        );
+      },
+    );
 
   program
     .command("cache")

@@ -29,6 +29,8 @@ export interface GraphEntry {
   readonly exe: Executable | undefined;
   readonly module: Module | undefined;
   readonly readers: readonly ((args: readonly unknown[]) => Literal)[];
+  /** What each program parameter is, by parameter number (explain's `parameters`). */
+  readonly params: readonly ProgramParameter[];
   readonly tuple: boolean;
   readonly outSpec: TreeSpec;
   readonly outLeaves: readonly OutLeaf[];
@@ -42,6 +44,31 @@ export interface GraphEntry {
   readonly checkAt: number;
   /** Set when the program has bounded dynamic dims: the module runPadded pads for. */
   readonly dynamicModule?: Module;
+}
+
+/**
+ * A program parameter: an argument tensor of the call (`input`; `path` as guards print it),
+ * a parameter (`weight`) or buffer (`buffer`) of the module tree, another tensor the code
+ * reached (`state`: an optimizer's moments, a gradient), a tensor or number the trace passes in
+ * rather than baking it into the program (`constant`), or a bucketed program's size (`size`).
+ */
+export interface ProgramParameter {
+  readonly kind: "input" | "weight" | "buffer" | "state" | "constant" | "size";
+  readonly path?: string;
+  /** A weight or buffer: the module holding it and its property (explain names it from them). */
+  readonly owner?: object;
+  readonly key?: string;
+}
+
+function describeBinding(bd: Binding, slots: readonly InputSlot[]): ProgramParameter {
+  if (bd.kind !== "slot") return { kind: "constant" };
+  const slot = slots[bd.slot]!;
+  if (slot.kind === "arg") return { kind: "input", path: slot.path };
+  if (slot.kind === "state") {
+    const kind = slot.parameter ? "weight" : "buffer";
+    return { kind, path: slot.path, owner: slot.owner, key: slot.key };
+  }
+  return { kind: "state", path: slot.path };
 }
 
 /** The entry for a captured call, its program and its guards. */
@@ -63,6 +90,8 @@ export function makeEntry(
       return scalarLiteral(type, type === "s64" ? BigInt(v) : v);
     };
   });
+  const params = p.bindings.map((bd, k): ProgramParameter =>
+    p.affine.get(k) && p.module && groups ? { kind: "size" } : describeBinding(bd, slots));
   const remap = (l: OutLeaf): OutLeaf =>
     l.kind === "result" ? { kind: "result", index: p.resultIndex[l.index]! } : l;
   return {
@@ -70,6 +99,7 @@ export function makeEntry(
     exe: p.exe,
     module: p.module,
     readers,
+    params,
     tuple: p.tuple,
     outSpec: c.out.spec,
     outLeaves: c.outLeaves.map(remap),

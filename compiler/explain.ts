@@ -9,13 +9,16 @@
 import { printHlo } from "../ir/print.ts";
 import { backendTier, getBackend } from "../runtime/index.ts";
 import { nativeUnavailableReason } from "../runtime/native/backend.ts";
-import type { Module as NNModule } from "../tensor/nn/module.ts";
+import { Module as NNModuleClass, type Module as NNModule } from "../tensor/nn/module.ts";
 import {
   compile,
   type CompileOptions,
   describeGuard,
   INTERNALS,
 } from "./compile.ts";
+import type { Literal } from "../ir/literal.ts";
+import type { Module } from "../ir/module.ts";
+import type { ProgramParameter } from "./entry.ts";
 import type { Guard } from "./guards.ts";
 import { REPLAY_SAMPLES, REPLAY_WARMUP } from "./replay.ts";
 import { formatLocation, type SourceLocation } from "./source.ts";
@@ -44,6 +47,12 @@ export interface Explanation {
   readonly guards: readonly Guard[];
   /** The program (HLO text, before optimization) in graph mode. */
   readonly program: string | undefined;
+  /**
+   * What each of the program's entry parameters is, by parameter number (graph mode): a call
+   * input, a module weight or buffer (with its path), other state, a constant the trace passes
+   * in, or a bucket's size. What binds a program exported to another runtime.
+   */
+  readonly parameters: readonly ExplainedParameter[];
   /** Static findings (compiler/analyze.ts), with their lines. */
   readonly sideEffects: readonly ExplainedPlace[];
   readonly likelyBreaks: readonly ExplainedPlace[];
@@ -54,6 +63,17 @@ export interface Explanation {
    */
   readonly backend: { readonly name: string; readonly tier: string; readonly note?: string };
   toString(): string;
+}
+
+/**
+ * An entry parameter of the program: what it is (compiler/entry.ts ProgramParameter's kinds),
+ * its path as guards print it, and for a weight or buffer of the explained module its name in
+ * `stateDict()` (`layers.0.weight`).
+ */
+export interface ExplainedParameter {
+  readonly kind: ProgramParameter["kind"];
+  readonly path?: string;
+  readonly name?: string;
 }
 
 /** A dynamic dim of a compiled entry: `path` as guards print it (`x.shape[1]`), bucket [lo, hi]. */
@@ -90,6 +110,32 @@ export function explainWith(
   options: CompileOptions,
   ...args: unknown[]
 ): Explanation {
+  return explainCall(target, options, args).explanation;
+}
+
+/** A traced program with what binds it: `kiln export`'s input (cli/export.ts). */
+export interface CapturedProgram {
+  readonly explanation: Explanation;
+  /** The captured program (graph mode; before Kiln's optimization pipeline). */
+  readonly module: Module | undefined;
+  /** Each entry parameter's value for the traced call's arguments (weights as they are now). */
+  readonly values: readonly Literal[];
+}
+
+/** explainWith, with the traced program and its parameters' values for these arguments. */
+export function captureProgram(
+  target: AnyFunction | NNModule,
+  options: CompileOptions,
+  ...args: unknown[]
+): CapturedProgram {
+  return explainCall(target, options, args);
+}
+
+function explainCall(
+  target: AnyFunction | NNModule,
+  options: CompileOptions,
+  args: readonly unknown[],
+): CapturedProgram {
   const c = compile(target as AnyFunction, {
     ...options,
     fullgraph: false,
@@ -112,6 +158,7 @@ export function explainWith(
     return f !== undefined ? { file: f, line, column } : undefined;
   };
   const mode = c.stats.mode === "replay" ? "replay" : "graph";
+  const last = t.module ? internals.entries().find((en) => en.module === t.module) : undefined;
   const exe = internals.entries().at(-1)?.exe as { backend?: string; fallback?: string } | undefined;
   const backendName = exe?.backend ?? options.backend ?? getBackend().name;
   const unavailable = nativeUnavailableReason();
@@ -132,6 +179,7 @@ export function explainWith(
     dynamicDims: dynamicDimsOf(t.guards),
     guards: t.guards,
     program: t.module ? printHlo(t.module) : undefined,
+    parameters: (last?.params ?? []).map((p) => explainParameter(p, target)),
     sideEffects: (analysis?.sideEffects ?? []).map((s) =>
       place(`${s.call}: ${s.reason}`, at(s.line, s.column, s.file)),
     ),
@@ -145,7 +193,20 @@ export function explainWith(
       ...(note !== undefined && { note }),
     },
   } as const;
-  return { ...e, toString: () => report(e) };
+  return {
+    explanation: { ...e, toString: () => report(e) },
+    module: t.module,
+    values: last ? last.readers.map((read) => read(args)) : [],
+  };
+}
+
+function explainParameter(p: ProgramParameter, target: unknown): ExplainedParameter {
+  const out: ExplainedParameter = { kind: p.kind, ...(p.path !== undefined && { path: p.path }) };
+  if (p.owner === undefined || p.key === undefined) return out;
+  if (!(target instanceof NNModuleClass)) return out;
+  const prefix = target.namedModules().find(([, m]) => m === p.owner)?.[0];
+  if (prefix === undefined) return out;
+  return { ...out, name: prefix === "" ? p.key : `${prefix}.${p.key}` };
 }
 
 /** What replay mode costs, in words (explain runs one call: it cannot time the decision). */

@@ -27,4 +27,13 @@ export {
   markDynamic,
 } from "./dynamic.ts";
 export type { SourceLocation } from "./source.ts";
-export { explain, explainWith, type Explanation, type ExplainedPlace } from "./explain.ts";
+export {
+  captureProgram,
+  explain,
+  explainWith,
+  type CapturedProgram,
+  type Explanation,
+  type ExplainedParameter,
+  type ExplainedPlace,
+} from "./explain.ts";
+export type { ProgramParameter } from "./entry.ts";

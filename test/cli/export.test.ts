@@ -8,12 +8,17 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { capture, requireGraph } from "../../cli/capture.ts";
 import { EXIT } from "../../cli/errors.ts";
-import { loadModel } from "../../cli/load.ts";
+import { exportedProgram } from "../../cli/export.ts";
+import { argsFor, loadModel } from "../../cli/load.ts";
+import { captureProgram } from "../../compiler/index.ts";
 import { main } from "../../cli/main.ts";
+import { evaluate } from "../../ir/evaluate.ts";
 import { fingerprint } from "../../ir/fingerprint.ts";
+import { Literal } from "../../ir/literal.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { moduleFromProto } from "../../ir/proto.ts";
 import { verifyModule } from "../../ir/verify.ts";
+import type { Tensor } from "../../index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kiln-export-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,6 +47,55 @@ describe("kiln export", () => {
     verifyModule(fromText);
     expect(fingerprint(fromProto)).toBe(want);
     expect(fingerprint(fromText)).toBe(want);
+  });
+
+  it("lists each parameter in <out>.json; --weights inline leaves only the input", async () => {
+    const pb = join(dir, "mlp-params.pb");
+    const a = await run(["export", "mlp", "--out", pb]);
+    expect(a.code).toBe(EXIT.ok);
+    expect(a.out.join("\n")).toMatch(
+      /7 entry parameters \(x, layers\.0\.weight, layers\.0\.bias,/);
+    const side = JSON.parse(readFileSync(`${pb}.json`, "utf8")) as {
+      weights: string;
+      parameters: { index: number; kind: string; path?: string; name?: string; shape: string }[];
+    };
+    expect(side.weights).toBe("params");
+    expect(side.parameters[0]).toEqual({ index: 0, kind: "input", path: "x", shape: "f32[2,16]" });
+    expect(side.parameters[1]).toEqual({
+      index: 1,
+      kind: "weight",
+      path: 'this.layers["0"].weight',
+      name: "layers.0.weight",
+      shape: "f32[32,16]",
+    });
+    expect(side.parameters.map((p) => p.kind)).toEqual(["input", ...Array(6).fill("weight")]);
+
+    const inline = join(dir, "mlp-inline.hlo");
+    const b = await run(["export", "mlp", "--weights", "inline", "--format", "hlo-text",
+      "--out", inline]);
+    expect(b.code).toBe(EXIT.ok);
+    expect(b.out.join("\n")).toMatch(/1 entry parameter \(x\)/);
+    const m = parseHlo(readFileSync(inline, "utf8"));
+    verifyModule(m);
+    expect(m.entry.parameters.map((p) => p.shape.kind === "array" && p.shape.dims)).toEqual([
+      [2, 16],
+    ]);
+    // One model instance: the inline program is the parameterized one with its weights bound,
+    // and each weight parameter is the stateDict() entry its name says.
+    const model = await loadModel("mlp", "tiny");
+    const args = argsFor(model, undefined);
+    const cap = captureProgram(model.target, { backend: "interpreter", cache: "memory" }, ...args);
+    const inl = exportedProgram(cap.module!, cap.explanation.parameters, cap.values, "inline");
+    const par = exportedProgram(cap.module!, cap.explanation.parameters, cap.values, "params");
+    const state = (model.target as unknown as { stateDict(): Record<string, Tensor> }).stateDict();
+    par.parameters.slice(1).forEach((p, k) => {
+      expect(Array.from(par.values[k + 1]!.data as Float32Array), p.name).toEqual(
+        Array.from(state[p.name!]!.data() as Float32Array));
+    });
+    const got = evaluate(inl.module, inl.values) as Literal;
+    const want = evaluate(par.module, par.values) as Literal;
+    expect(Array.from(got.data as Float32Array)).toEqual(Array.from(want.data as Float32Array));
+    expect(() => JSON.parse(readFileSync(`${inline}.json`, "utf8"))).not.toThrow();
   });
 
   it("rejects a bad --format and reports an unwritable --out", async () => {
