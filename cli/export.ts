@@ -11,11 +11,11 @@ import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { captureProgram, type ExplainedParameter } from "../compiler/index.ts";
 import { cloneModule } from "../ir/clone.ts";
-import type { Literal } from "../ir/literal.ts";
+import { Literal } from "../ir/literal.ts";
 import type { Instruction, Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
 import { moduleToProto } from "../ir/proto.ts";
-import { shapeToString } from "../ir/shape.ts";
+import { arrayShape, shapeToString } from "../ir/shape.ts";
 import { compileOptionsFor } from "./capture.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { argsFor, type LoadedModel, userCode } from "./load.ts";
@@ -128,7 +128,87 @@ export function exportedProgram(
       shape: shapeToString(instr.shape, false),
     };
   });
-  return { module, parameters, values: kept.map(({ k }) => values[k]!) };
+  const out = kept.map(({ k }) => values[k]!);
+  staticEntry(module, parameters, out);
+  return { module, parameters, values: out };
+}
+
+/**
+ * Bounded-dynamic entry parameters in XLA's own idiom: each `f32[<=8,4]` parameter becomes a
+ * static `f32[8,4]` one (its value padded with zeros to the bound) followed by
+ * `set-dimension-size` with an `s32[]` size parameter per dynamic dim, appended after the
+ * others (kind `size`, path `x.shape[0]`). XLA's CPU runtime does not run a dynamic entry
+ * parameter (it lowers one through a `PadToStatic` custom call it does not implement); this form
+ * it runs, and its dynamic padder masks the padding as Kiln's does.
+ */
+function staticEntry(module: Module, parameters: ExportedParameter[], values: Literal[]): void {
+  const entry = module.entry;
+  const params = entry.parameters;
+  const added: Instruction[] = [];
+  for (const [k, instr] of params.entries()) {
+    const s = instr.shape;
+    if (s.kind !== "array" || !s.dynamic.some((d) => d)) continue;
+    const fixed = arrayShape(s.type, s.dims);
+    const value = values[k]!;
+    const actual = value.dims;
+    const padded = entry.addInstruction({
+      opcode: "parameter",
+      shape: fixed,
+      attrs: { parameterNumber: k },
+      metadata: { ...instr.metadata },
+    });
+    added.push(padded);
+    let cur = padded;
+    const flags = [...s.dynamic];
+    s.dynamic.forEach((dyn, d) => {
+      if (!dyn) return;
+      const size = entry.addInstruction({
+        opcode: "parameter",
+        shape: arrayShape("s32", []),
+        attrs: { parameterNumber: parameters.length },
+      });
+      const index = parameters.length;
+      const path = parameters[k]!.path ?? `parameter ${k}`;
+      parameters.push({ index, kind: "size", path: `${path}.shape[${d}]`, shape: "s32[]" });
+      values.push(new Literal("s32", [], Int32Array.of(actual[d]!)));
+      // Dims not yet made dynamic are static here, the rest dynamic as in the original.
+      const now = flags.map((f, i) => f && i <= d);
+      const sds = entry.addInstruction({
+        opcode: "set-dimension-size",
+        shape: arrayShape(s.type, s.dims, now),
+        operands: [cur, size],
+        attrs: { dimensions: [d] },
+        metadata: { ...instr.metadata },
+      });
+      added.push(size, sds);
+      cur = sds;
+    });
+    instr.replaceAllUsesWith(cur);
+    entry.removeInstruction(instr);
+    parameters[k] = { ...parameters[k]!, shape: shapeToString(fixed, false) };
+    values[k] = padLiteral(value, s.dims);
+  }
+  if (added.length === 0) return;
+  entry.setOrder([...added, ...entry.instructions.filter((i) => !added.includes(i))]);
+}
+
+/** `lit` zero-padded at the end of every dim to `dims`. */
+function padLiteral(lit: Literal, dims: readonly number[]): Literal {
+  const src = lit.data as unknown as { length: number; [i: number]: number | bigint };
+  const Ctor = (lit.data as unknown as { constructor: new (n: number) => typeof src }).constructor;
+  const out = new Ctor(dims.reduce((a, b) => a * b, 1));
+  const from = lit.dims;
+  const idx = new Array<number>(from.length).fill(0);
+  for (let i = 0; i < src.length; i++) {
+    let o = 0;
+    for (let d = 0; d < dims.length; d++) o = o * dims[d]! + idx[d]!;
+    out[o] = src[i]!;
+    for (let d = from.length - 1; d >= 0; d--) {
+      if (++idx[d]! < from[d]!) break;
+      idx[d] = 0;
+    }
+  }
+  return new Literal(lit.type, dims, out as never);
 }
 
 function write(file: string, bytes: Uint8Array | string): void {

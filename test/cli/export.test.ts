@@ -18,7 +18,7 @@ import { Literal } from "../../ir/literal.ts";
 import { parseHlo } from "../../ir/parse.ts";
 import { moduleFromProto } from "../../ir/proto.ts";
 import { verifyModule } from "../../ir/verify.ts";
-import type { Tensor } from "../../index.ts";
+import { manualSeed, nn, randn, type Tensor } from "../../index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kiln-export-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -96,6 +96,37 @@ describe("kiln export", () => {
     const want = evaluate(par.module, par.values) as Literal;
     expect(Array.from(got.data as Float32Array)).toEqual(Array.from(want.data as Float32Array));
     expect(() => JSON.parse(readFileSync(`${inline}.json`, "utf8"))).not.toThrow();
+  });
+
+  it("a bounded-dynamic parameter leaves as a static one, a size and set-dimension-size", () => {
+    manualSeed(0);
+    const lin = new nn.Linear(4, 3);
+    const f = (x: Tensor) => lin.forward(x).relu().mean(0);
+    const x = randn(5, 4);
+    const cap = captureProgram(f, {
+      backend: "interpreter",
+      cache: "memory",
+      dynamic: { x: { 0: { max: 8 } } },
+    }, x);
+    expect(cap.module!.entry.parameter(0).shape).toMatchObject({
+      dims: [8, 4],
+      dynamic: [true, false],
+    });
+    const want = Array.from(f(x).data() as Float32Array);
+    for (const weights of ["inline", "params"] as const) {
+      const e = exportedProgram(cap.module!, cap.explanation.parameters, cap.values, weights);
+      verifyModule(e.module);
+      const last = e.parameters.at(-1)!;
+      expect(last).toEqual({ index: e.parameters.length - 1, kind: "size", path: "x.shape[0]",
+        shape: "s32[]" });
+      expect(e.parameters[0]).toMatchObject({ kind: "input", path: "x", shape: "f32[8,4]" });
+      expect(e.module.entry.parameters.every((p) => p.shape.kind === "array" &&
+        !p.shape.dynamic.some((d) => d))).toBe(true);
+      expect(e.values[0]!.dims).toEqual([8, 4]);
+      expect(Array.from(e.values.at(-1)!.data as Int32Array)).toEqual([5]);
+      const got = Array.from((evaluate(e.module, e.values) as Literal).data as Float32Array);
+      got.forEach((v, i) => expect(Math.abs(v - want[i]!)).toBeLessThanOrEqual(1e-6));
+    }
   });
 
   it("rejects a bad --format and reports an unwritable --out", async () => {

@@ -16,7 +16,7 @@ import { captureProgram } from "../../compiler/index.ts";
 import { evaluate } from "../../ir/evaluate.ts";
 import { Literal } from "../../ir/literal.ts";
 import { moduleToProto } from "../../ir/proto.ts";
-import { manualSeed, noGrad, type Tensor } from "../../index.ts";
+import { manualSeed, nn, noGrad, randn, type Tensor } from "../../index.ts";
 import { getModel, zoo } from "../../models/index.ts";
 
 const SCRIPT = join(import.meta.dirname, "../../scripts/xla/xla_check.py");
@@ -115,4 +115,49 @@ describe.skipIf(!HAVE_XLA)("exported zoo programs run on XLA's CPU backend", () 
       expect(worst, `${r.name}: max |XLA - Kiln eager|`).toBeLessThanOrEqual(1e-4 * scale);
     }
   }, 300_000);
+
+  it("a bounded-dynamic program: static parameters at the bound, sizes, set-dimension-size", () => {
+    manualSeed(0);
+    const lin = new nn.Linear(4, 3);
+    const fns = {
+      mean: (x: Tensor) => lin.forward(x).relu().mean(0),
+      rows: (x: Tensor) => lin.forward(x).relu(),
+    };
+    const x = randn(5, 4);
+    const jobs: { name: string; proto: string; inputs: unknown[] }[] = [];
+    const want = new Map<string, number[]>();
+    for (const [name, f] of Object.entries(fns)) {
+      const cap = captureProgram(f, {
+        backend: "interpreter",
+        cache: "memory",
+        dynamic: { x: { 0: { max: 8 } } },
+      }, x);
+      want.set(name, Array.from(f(x).data() as Float32Array));
+      for (const weights of ["inline", "params"] as const) {
+        const e = exportedProgram(cap.module!, cap.explanation.parameters, cap.values, weights);
+        const proto = join(dir, `dyn-${name}.${weights}.pb`);
+        writeFileSync(proto, moduleToProto(e.module));
+        jobs.push({
+          name: `${name}/${weights}`,
+          proto,
+          inputs: e.values.map((l) => ({
+            dtype: NUMPY[l.type] ?? l.type,
+            shape: l.dims,
+            data: l.toNumbers(),
+          })),
+        });
+      }
+    }
+    const run = spawnSync("python3", [SCRIPT], { input: JSON.stringify(jobs), encoding: "utf8" });
+    expect(run.status, run.stderr).toBe(0);
+    const results = run.stdout.split("\n").filter((l) => l.startsWith("{")).map(
+      (l) => JSON.parse(l) as { name: string; error?: string; outputs?: XlaOutput[] });
+    expect(results.map((r) => [r.name, r.error])).toEqual(jobs.map((j) => [j.name, undefined]));
+    for (const r of results) {
+      const w = want.get(r.name.split("/")[0]!)!;
+      // A dynamic result comes back at its bound ([8, 3]); its first rows are the real ones.
+      const b = r.outputs![0]!.data.map(number).slice(0, w.length);
+      w.forEach((v, i) => expect(Math.abs(v - b[i]!), `${r.name}[${i}]`).toBeLessThanOrEqual(1e-5));
+    }
+  });
 });
