@@ -52,6 +52,9 @@ import { simdSupported } from "./encode.ts";
 import { addGemm, gemmScratchBytes, runGemm } from "./gemm.ts";
 import { WasmProgramModule } from "./render_wasm.ts";
 
+/** Test seam: `simd` false renders every loop scalar (to compare the two paths). */
+export const wasmTesting = { simd: true };
+
 export interface WasmExecutable extends Executable {
   /** Why the module runs on js instead, when it does. */
   readonly fallback?: string;
@@ -119,7 +122,7 @@ class Linker {
   readonly resultBytes: number[] = [];
 
   constructor(readonly program: Program) {
-    this.wasm = new WasmProgramModule(simdSupported());
+    this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd);
   }
 
   private take(bytes: number): number {

@@ -1,0 +1,236 @@
+// The wasm backend's own tests (runtime/wasm/): its kernels against the reference evaluator
+// within the tolerance tier (runtime/tiers.ts) on sizes that miss the SIMD width, the SIMD and
+// the scalar loops bitwise equal (the same operations in the same order), the polynomial
+// transcendental functions over a sweep of f32 bit patterns, the GEMM at odd M/N/K and
+// strided layouts, kernels deduplicated within a module, and what wasm declines running on js.
+// backend_ops and backend_fusions run the shared op and fusion cases on wasm too.
+
+import fc from "fast-check";
+import { afterEach, describe, expect, it } from "vitest";
+import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
+import { ModuleBuilder, type ComputationBuilder } from "../../ir/builder.ts";
+import { Literal, literal } from "../../ir/literal.ts";
+import type { Instruction, Module } from "../../ir/module.ts";
+import { printHlo } from "../../ir/print.ts";
+import { cloneModule } from "../../ir/clone.ts";
+import { optimizationPipeline } from "../../passes/index.ts";
+import { arrayShape } from "../../ir/shape.ts";
+import { getBackend } from "../../runtime/index.ts";
+import { toleranceProblem } from "../../runtime/tiers.ts";
+import { type WasmExecutable, wasmTesting } from "../../runtime/wasm/backend.ts";
+import { describeValue } from "./fixtures/op_cases.ts";
+
+afterEach(() => {
+  wasmTesting.simd = true;
+});
+
+function compile(m: Module, simd = true): WasmExecutable {
+  wasmTesting.simd = simd;
+  try {
+    return getBackend("wasm").compile(m) as WasmExecutable;
+  } finally {
+    wasmTesting.simd = true;
+  }
+}
+
+function check(m: Module, inputs: EvalValue[], exe: WasmExecutable): EvalValue {
+  const got = exe.run(inputs);
+  const want = evaluate(m, inputs);
+  const why = toleranceProblem(m, inputs, got, want);
+  if (why !== null) {
+    throw new Error(`wasm differs from the evaluator: ${why}\n${printHlo(m)}\ninputs: ` +
+      `${inputs.map(describeValue).join("; ")}\nwant ${describeValue(want)}\n` +
+      `got ${describeValue(got)}`);
+  }
+  return got;
+}
+
+function bits(v: EvalValue): Uint8Array {
+  const l = v as Literal;
+  return new Uint8Array(l.data.buffer, l.data.byteOffset, l.data.byteLength);
+}
+
+/** Deterministic f32 values with the specials mixed in. */
+function values(n: number, seed: number, scale = 8): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  const specials = [0, -0, NaN, Infinity, -Infinity, 1, -1, 0.5, -0.5, 2.5, 1e-40, 88.7];
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = i % 7 === 3 ? specials[(s >>> 8) % specials.length]! : (s / 2 ** 32 - 0.5) * scale;
+  }
+  return out;
+}
+
+type Unary = (b: ComputationBuilder, x: Instruction, y: Instruction, n: number) => Instruction;
+
+const OPS: Record<string, Unary> = {
+  add: (b, x, y) => b.add(x, y),
+  divide: (b, x, y) => b.divide(x, y),
+  maximum: (b, x, y) => b.maximum(x, y),
+  minimum: (b, x, y) => b.minimum(x, y),
+  exp: (b, x) => b.exp(x),
+  log: (b, x) => b.log(x),
+  tanh: (b, x) => b.tanh(x),
+  logistic: (b, x) => b.logistic(x),
+  erf: (b, x) => b.erf(x),
+  sqrt: (b, x) => b.sqrt(x),
+  rsqrt: (b, x) => b.rsqrt(x),
+  sign: (b, x) => b.sign(x),
+  roundAfz: (b, x) => b.roundAfz(x),
+  roundEven: (b, x) => b.roundEven(x),
+  "select(x > y)": (b, x, y) => b.select(b.compare(x, y, "GT"), x, y),
+  "clamp(y, x, 1)": (b, x, y, n) => b.clamp(y, x, b.broadcast(b.scalar("f32", 1), [n], [])),
+};
+
+function binaryModule(name: string, n: number, f: Unary): Module {
+  const mb = new ModuleBuilder(`wasm_${name.replace(/\W/g, "_")}_${n}`);
+  mb.entry("main", (b) => {
+    const x = b.parameter(arrayShape("f32", [n]));
+    const y = b.parameter(arrayShape("f32", [n]));
+    return f(b, x, y, n);
+  });
+  return mb.build();
+}
+
+describe("wasm kernels against the evaluator", () => {
+  const SIZES = [1, 3, 4, 5, 7, 8, 9, 17, 63, 258];
+  for (const [name, f] of Object.entries(OPS)) {
+    it(`${name}: SIMD loop with a scalar tail equals the scalar loop, within the tier`, () => {
+      for (const n of SIZES) {
+        const m = binaryModule(name, n, f);
+        // Fused as a compile() would (compare + select is one loop then).
+        const opt = cloneModule(m);
+        optimizationPipeline().run(opt);
+        const inputs = [literal("f32", [n], values(n, n)), literal("f32", [n], values(n, n + 99))];
+        const simd = compile(opt, true);
+        const scalar = compile(opt, false);
+        expect(simd.fallback, `${name} n=${n} fell back`).toBeUndefined();
+        expect(simd.stats!.vectorizedLoops).toBeGreaterThan(0);
+        expect(scalar.stats!.vectorizedLoops).toBe(0);
+        const a = check(m, inputs, simd);
+        const b = check(m, inputs, scalar);
+        expect(bits(a)).toEqual(bits(b));
+      }
+    });
+  }
+
+  it("integer and pred element ops stay exact (s32 divide, shifts, u8 wrap, pred logic)", () => {
+    const mb = new ModuleBuilder("wasm_ints");
+    mb.entry("main", (b) => {
+      const x = b.parameter(arrayShape("s32", [13]));
+      const y = b.parameter(arrayShape("s32", [13]));
+      const q = b.divide(x, y);
+      const r = b.remainder(x, y);
+      const s = b.shiftRightArithmetic(x, y);
+      const u = b.convert(b.add(b.convert(x, "u8"), b.convert(y, "u8")), "s32");
+      const p = b.convert(b.and(b.compare(x, y, "LT"), b.not(b.compare(y, b.broadcast(
+        b.scalar("s32", 0), [13], []), "EQ"))), "s32");
+      return b.tuple([q, r, s, u, p]);
+    });
+    const m = mb.build();
+    const xs = [-2147483648, 7, -7, 0, 5, 100, -1, 2147483647, 3, 9, -100, 1, 255];
+    const ys = [-1, 0, 2, 3, -3, 33, -1, 31, 32, -5, 7, 0, 1];
+    const exe = compile(m);
+    expect(exe.fallback).toBeUndefined();
+    const inputs = [literal("s32", [13], xs), literal("s32", [13], ys)];
+    check(m, inputs, exe);
+  });
+
+  it("transcendental functions over a sweep of f32 bit patterns, SIMD == scalar", () => {
+    const n = 65536 + 9;
+    const x = new Float32Array(n);
+    const u = new Uint32Array(x.buffer);
+    for (let i = 0; i < 65536; i++) u[i] = (i * 65537 + 12345) >>> 0;
+    x.set([0, -0, NaN, Infinity, -Infinity, 1e-45, -1e-45, 88.72, -103.9], 65536);
+    const unary: Record<string, (b: ComputationBuilder, v: Instruction) => Instruction> = {
+      exponential: (b, v) => b.exp(v),
+      "exponential-minus-one": (b, v) => b.op("exponential-minus-one", [v]),
+      log: (b, v) => b.log(v),
+      "log-plus-one": (b, v) => b.op("log-plus-one", [v]),
+      tanh: (b, v) => b.tanh(v),
+      logistic: (b, v) => b.logistic(v),
+      erf: (b, v) => b.erf(v),
+    };
+    for (const [name, f] of Object.entries(unary)) {
+      const mb = new ModuleBuilder(`wasm_sweep_${name}`);
+      mb.entry("main", (b) => f(b, b.parameter(arrayShape("f32", [n]))));
+      const m = mb.build();
+      const inputs = [literal("f32", [n], x)];
+      const a = check(m, inputs, compile(m, true));
+      const s = check(m, inputs, compile(m, false));
+      expect(bits(a), name).toEqual(bits(s));
+    }
+  });
+
+  it("a dot at odd M/N/K, batched, transposed and broadcast operands", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 37 }),
+        fc.integer({ min: 1, max: 37 }),
+        fc.integer({ min: 0, max: 41 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.boolean(),
+        (M, N, K, B, transposed) => {
+          const mb = new ModuleBuilder(`wasm_dot_${M}_${N}_${K}_${B}`);
+          mb.entry("main", (b) => {
+            const x = b.parameter(arrayShape("f32", transposed ? [B, K, M] : [B, M, K]));
+            const y = b.parameter(arrayShape("f32", [B, K, N]));
+            return b.dot(x, y, {
+              lhsBatch: [0], rhsBatch: [0], lhsContracting: [transposed ? 1 : 2],
+              rhsContracting: [1],
+            });
+          });
+          const m = mb.build();
+          const inputs = [
+            literal("f32", transposed ? [B, K, M] : [B, M, K], values(B * M * K, M * 31 + K, 2)),
+            literal("f32", [B, K, N], values(B * K * N, N * 17 + K, 2)),
+          ];
+          const exe = compile(m);
+          expect(exe.fallback).toBeUndefined();
+          check(m, inputs, exe);
+        },
+      ),
+      { numRuns: 40, seed: 17 },
+    );
+  });
+
+  it("identical kernels are one function of the module", () => {
+    const mb = new ModuleBuilder("wasm_dedupe");
+    mb.entry("main", (b) => {
+      const x = b.parameter(arrayShape("f32", [33]));
+      const y = b.parameter(arrayShape("f32", [33]));
+      return b.tuple([b.tanh(x), b.tanh(y), b.exp(x)]);
+    });
+    const exe = compile(mb.build());
+    expect(exe.fallback).toBeUndefined();
+    expect(exe.stats!.kernels).toBe(2);
+  });
+
+  it("runs are independent: results are fresh, the memory is not stale", () => {
+    const m = binaryModule("add", 10, OPS["add"]!);
+    const exe = compile(m);
+    const a = literal("f32", [10], values(10, 1));
+    const b = literal("f32", [10], values(10, 2));
+    const r1 = exe.run([a, b]) as Literal;
+    const keep = Float32Array.from(r1.data as Float32Array);
+    (r1.data as Float32Array).fill(7);
+    const r2 = check(m, [b, b], exe) as Literal;
+    check(m, [a, b], exe);
+    expect(Float32Array.from(r2.data as Float32Array)).not.toEqual(keep);
+  });
+
+  it("what wasm cannot compute runs on js, saying why", () => {
+    const mb = new ModuleBuilder("wasm_sine");
+    mb.entry("main", (b) => b.sin(b.parameter(arrayShape("f32", [5]))));
+    const m = mb.build();
+    const exe = compile(m);
+    expect(exe.fallback).toMatch(/sine on f32/);
+    check(m, [literal("f32", [5], values(5, 3))], exe);
+    const mh = new ModuleBuilder("wasm_f16");
+    mh.entry("main", (b) => b.exp(b.parameter(arrayShape("f16", [5]))));
+    expect(compile(mh.build()).fallback).toMatch(/f16 elements/);
+  });
+});
+
+void Literal;
