@@ -319,11 +319,69 @@ export class Fn {
   }
 
   // -- i64 --
+  i64Eqz(): this {
+    return this.op(0x50);
+  }
+  i64Eq(): this {
+    return this.op(0x51);
+  }
+  i64Ne(): this {
+    return this.op(0x52);
+  }
+  i64LtS(): this {
+    return this.op(0x53);
+  }
+  i64GtS(): this {
+    return this.op(0x55);
+  }
+  i64LeS(): this {
+    return this.op(0x57);
+  }
+  i64GeS(): this {
+    return this.op(0x59);
+  }
+  i64GeU(): this {
+    return this.op(0x5a);
+  }
   i64Add(): this {
     return this.op(0x7c);
   }
+  i64Sub(): this {
+    return this.op(0x7d);
+  }
   i64Mul(): this {
     return this.op(0x7e);
+  }
+  i64DivS(): this {
+    return this.op(0x7f);
+  }
+  i64RemS(): this {
+    return this.op(0x81);
+  }
+  i64And(): this {
+    return this.op(0x83);
+  }
+  i64Or(): this {
+    return this.op(0x84);
+  }
+  i64Xor(): this {
+    return this.op(0x85);
+  }
+  i64Shl(): this {
+    return this.op(0x86);
+  }
+  i64ShrS(): this {
+    return this.op(0x87);
+  }
+  i64ShrU(): this {
+    return this.op(0x88);
+  }
+  f32ConvertI64S(): this {
+    return this.op(0xb4);
+  }
+  /** Saturating f32 → s64 (NaN → 0). */
+  i64TruncSatF32S(): this {
+    return this.op(0xfc, 0x04);
   }
 
   // -- f32 --

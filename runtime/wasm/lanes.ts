@@ -8,7 +8,8 @@
 
 import type { Fn } from "./encode.ts";
 
-export type Kind = "f" | "i" | "m";
+/** f32 lanes, i32 lanes, a mask, or (scalar only) an i64 value (s64 elements). */
+export type Kind = "f" | "i" | "m" | "l";
 
 export interface E {
   readonly kind: Kind;
@@ -85,7 +86,8 @@ export class Lanes {
 
   /** A local for a value of `kind` in this lane shape. */
   local(kind: Kind): number {
-    return this.fn.local(this.simd ? "v128" : kind === "f" ? "f32" : "i32");
+    if (kind === "l" && this.simd) throw new NoVector("an s64 value");
+    return this.fn.local(this.simd ? "v128" : kind === "f" ? "f32" : kind === "l" ? "i64" : "i32");
   }
 
   /** Computes `e` now into a new local; the result reads it. */

@@ -12,8 +12,8 @@
 // SIMD128: an innermost parallel loop whose body is lets and f32 stores, every load and store
 // at unit stride in the loop variable, and every value f32 (or a pred mask between a compare
 // and a select), runs four lanes per iteration with a scalar tail; anything else stays scalar
-// (NoVector). What the renderer cannot express (an element type other than f32, s32, u8 and
-// pred; float remainder and power; sine, cosine, tan, atan2, cbrt; integer power) throws an
+// (NoVector); s64 elements compute as scalar i64. What the renderer cannot express (an element
+// type other than f32, s32, s64, u8 and pred; float remainder and power; sine, cosine, tan, atan2, cbrt; integer power) throws an
 // UnsupportedError naming the op, and the backend runs the module on js.
 
 import type { ElementType } from "../../ir/shape.ts";
@@ -34,7 +34,7 @@ import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
 import { erff, expf, expm1f, log1pf, logf, logisticf, tanhf } from "./math.ts";
 
 /** Log2 of the storage size of the element types kernels compute in here. */
-const SHIFT: Partial<Record<ElementType, number>> = { f32: 2, s32: 2, u8: 0, pred: 0 };
+const SHIFT: Partial<Record<ElementType, number>> = { f32: 2, s32: 2, u8: 0, pred: 0, s64: 3 };
 
 function decline(what: string): never {
   throw new UnsupportedError("wasm", what);
@@ -50,13 +50,15 @@ export function kindOf(t: ElementType): Kind {
       return "i";
     case "pred":
       return "m";
+    case "s64":
+      return "l";
     default:
-      return decline(`${t} elements (wasm kernels compute in f32, s32, u8 and pred)`);
+      return decline(`${t} elements (wasm kernels compute in f32, s32, s64, u8 and pred)`);
   }
 }
 
 function valType(k: Kind): ValType {
-  return k === "f" ? "f32" : "i32";
+  return k === "f" ? "f32" : k === "l" ? "i64" : "i32";
 }
 
 export interface OpCtx {
@@ -137,6 +139,10 @@ function convert(c: OpCtx): E {
   const from = c.argType;
   const to = c.type;
   if (from === to) return x;
+  if (to === "s64" || from === "s64") {
+    if (L.simd) throw new NoVector(`convert ${from}->${to}`);
+    return convert64(c);
+  }
   if (to === "pred") {
     if (from === "f32") return L.ne(x, L.f(0));
     if (L.simd) throw new NoVector(`convert ${from}->pred`);
@@ -157,6 +163,120 @@ function convert(c: OpCtx): E {
   if (to === "f32") return L.toFloat(x);
   if (to === "u8") return u8(c, x);
   return x; // u8 -> s32
+}
+
+/** i64 code: `a op b` on the stack's values. */
+const l2 = (L: Lanes, a: E, b: E, op: (f: Fn) => void, kind: Kind = "l"): E =>
+  L.raw(kind, () => {
+    a.emit();
+    b.emit();
+    op(L.fn);
+  });
+
+const lc = (L: Lanes, v: bigint): E => L.raw("l", () => L.fn.i64Const(v));
+
+function lcmp(L: Lanes, a: E, b: E, rel: "eq" | "ne" | "lt" | "gt" | "le" | "ge" | "geu"): E {
+  return l2(L, a, b, (f) => {
+    ({ eq: () => f.i64Eq(), ne: () => f.i64Ne(), lt: () => f.i64LtS(), gt: () => f.i64GtS(),
+      le: () => f.i64LeS(), ge: () => f.i64GeS(), geu: () => f.i64GeU() })[rel]();
+  }, "m");
+}
+
+/** convert to or from s64 (scalar: i64 values). */
+function convert64(c: OpCtx): E {
+  const { L } = c;
+  const x = c.a[0]!;
+  const f = L.fn;
+  if (c.type === "s64") {
+    if (c.argType === "f32") return L.raw("l", () => (x.emit(), f.i64TruncSatF32S()));
+    const xi = x.kind === "m" ? L.maskBits(x) : x;
+    return L.raw("l", () => (xi.emit(), f.i64ExtendI32S()));
+  }
+  switch (c.type) {
+    case "f32":
+      return L.raw("f", () => (x.emit(), f.f32ConvertI64S()));
+    case "s32":
+      return L.raw("i", () => (x.emit(), f.i32WrapI64()));
+    case "u8":
+      return u8(c, L.raw("i", () => (x.emit(), f.i32WrapI64())));
+    case "pred":
+      return lcmp(L, x, lc(L, 0n), "ne");
+    default:
+      return noOp(c);
+  }
+}
+
+/** The element ops on s64 operands (scalar i64; the evaluator's wrapping semantics). */
+function int64(c: OpCtx): E {
+  const { L } = c;
+  const [a, b, h] = c.a as [E, E, E];
+  const op = c.node.opcode;
+  switch (op) {
+    case "abs":
+      return L.sel(lcmp(L, a, lc(L, 0n), "lt"), l2(L, lc(L, 0n), a, (f) => f.i64Sub()), a);
+    case "negate":
+      return l2(L, lc(L, 0n), a, (f) => f.i64Sub());
+    case "sign":
+      return L.sel(lcmp(L, a, lc(L, 0n), "gt"), lc(L, 1n),
+        L.sel(lcmp(L, a, lc(L, 0n), "lt"), lc(L, -1n), lc(L, 0n)));
+    case "not":
+      return l2(L, a, lc(L, -1n), (f) => f.i64Xor());
+    case "copy":
+      return a;
+    case "select":
+      return L.sel(a, b, h);
+    case "convert":
+      return convert(c);
+    case "add":
+      return l2(L, a, b, (f) => f.i64Add());
+    case "subtract":
+      return l2(L, a, b, (f) => f.i64Sub());
+    case "multiply":
+      return l2(L, a, b, (f) => f.i64Mul());
+    case "and":
+      return l2(L, a, b, (f) => f.i64And());
+    case "or":
+      return l2(L, a, b, (f) => f.i64Or());
+    case "xor":
+      return l2(L, a, b, (f) => f.i64Xor());
+    case "divide":
+    case "remainder": {
+      const zero = L.let(lcmp(L, b, lc(L, 0n), "eq"));
+      if (op === "remainder") {
+        const safe = L.let(L.sel(zero, lc(L, 1n), b));
+        return L.sel(zero, a, l2(L, a, safe, (f) => f.i64RemS()));
+      }
+      const over = L.and(lcmp(L, a, lc(L, -(2n ** 63n)), "eq"), lcmp(L, b, lc(L, -1n), "eq"));
+      const safe = L.let(L.sel(L.or(zero, over), lc(L, 1n), b));
+      return L.sel(zero, lc(L, -1n), l2(L, a, safe, (f) => f.i64DivS()));
+    }
+    case "maximum":
+      return L.sel(lcmp(L, a, b, "lt"), b, a);
+    case "minimum":
+      return L.sel(lcmp(L, b, a, "lt"), b, a);
+    case "shift-left":
+    case "shift-right-logical":
+    case "shift-right-arithmetic": {
+      const out = L.let(lcmp(L, b, lc(L, 64n), "geu"));
+      if (op === "shift-left") return L.sel(out, lc(L, 0n), l2(L, a, b, (f) => f.i64Shl()));
+      if (op === "shift-right-logical") {
+        return L.sel(out, lc(L, 0n), l2(L, a, b, (f) => f.i64ShrU()));
+      }
+      return L.sel(out, l2(L, a, lc(L, 63n), (f) => f.i64ShrS()),
+        l2(L, a, b, (f) => f.i64ShrS()));
+    }
+    case "compare": {
+      const rel = { EQ: "eq", NE: "ne", LT: "lt", LE: "le", GT: "gt", GE: "ge" } as const;
+      return lcmp(L, a, b, rel[c.node.direction!]);
+    }
+    case "clamp": {
+      // clamp(lo, x, hi): min(hi, max(x, lo)).
+      const m = L.let(L.sel(lcmp(L, b, a, "lt"), a, b));
+      return L.sel(lcmp(L, m, h, "lt"), m, h);
+    }
+    default:
+      return noOp(c);
+  }
 }
 
 /** Integer divide and remainder with XLA's values where wasm would trap. */
@@ -524,6 +644,7 @@ class KernelEmitter {
         const v = this.value(args[0]!, this.scalar);
         if (v.kind === "f") throw new Error("wasm renderer: a float element as an index");
         v.emit();
+        if (v.kind === "l") f.i32WrapI64();
         return;
       }
       case "sum":
@@ -572,6 +693,7 @@ class KernelEmitter {
       if (x.kind === "index") throw new Error(`wasm renderer: index t${e.n} used as a value`);
       const kind = x.kind;
       if (!L.simd || this.vnames?.has(e.n)) return L.get(x.local, kind);
+      if (kind === "l") throw new NoVector("an s64 value");
       // A scalar bound outside the vector loop: splat it.
       return L.raw(kind, () => {
         if (kind === "f") f.localGet(x.local).f32x4Splat();
@@ -582,7 +704,7 @@ class KernelEmitter {
     const n = e.node;
     if (isIx(n)) throw new Error(`wasm renderer: index node ${n.op} used as a value`);
     const kind = kindOf(n.type);
-    if (L.simd && kind === "i") throw new NoVector(`${n.type} elements`);
+    if (L.simd && (kind === "i" || kind === "l")) throw new NoVector(`${n.type} elements`);
     switch (n.op) {
       case "const": {
         const v = Number(n.value);
@@ -592,6 +714,7 @@ class KernelEmitter {
           else f.f32Const(v);
         });
         if (kind === "m") return L.m(v !== 0);
+        if (kind === "l") return lc(L, BigInt.asIntN(64, BigInt(n.value)));
         return L.i(n.type === "u8" ? v & 255 : v | 0);
       }
       case "load": {
@@ -612,6 +735,7 @@ class KernelEmitter {
           this.address(n.buf, e.args[0]!);
           if (t === "f32") f.f32Load();
           else if (t === "s32") f.i32Load();
+          else if (t === "s64") f.i64Load();
           else f.i32Load8U();
         });
       }
@@ -622,6 +746,7 @@ class KernelEmitter {
           if (n.type === "f32") f.f32ConvertI32S();
           else if (n.type === "pred") f.i32Const(0).i32Ne();
           else if (n.type === "u8") f.i32Const(255).i32And();
+          else if (n.type === "s64") f.i64ExtendI32S();
         });
       }
       case "acc": {
@@ -647,12 +772,15 @@ class KernelEmitter {
         });
       }
       case "apply": {
-        if (L.simd && (kindOf(n.argType) === "i")) throw new NoVector(`${n.argType} operands`);
+        const argKind = kindOf(n.argType);
+        if (L.simd && (argKind === "i" || argKind === "l")) {
+          throw new NoVector(`${n.argType} operands`);
+        }
         const a = e.args.map((x) => {
           const v = this.value(x, L);
           return this.isAtom(x) ? v : L.let(v);
         });
-        const op: WasmOp = wasmOps[n.opcode];
+        const op: WasmOp = n.argType === "s64" ? int64 : wasmOps[n.opcode];
         const r = op({ L, a, type: n.type, argType: n.argType, node: n });
         if (r.kind !== kind) {
           throw new Error(`wasm renderer: ${n.opcode} gave a ${r.kind} value for ${n.type}`);
@@ -702,6 +830,7 @@ class KernelEmitter {
           if (simd) f.v128Store();
           else if (t === "f32") f.f32Store();
           else if (t === "s32") f.i32Store();
+          else if (t === "s64") f.i64Store();
           else f.i32Store8();
           break;
         }
