@@ -21,7 +21,7 @@
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { elementInfo } from "../../ir/element_types.ts";
 import { conformanceProblem } from "../../ir/evaluate_support.ts";
-import type { Literal, LiteralData } from "../../ir/literal.ts";
+import { type Literal, type LiteralData, roundToBF16, roundToF16 } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { isDynamic, shapeToString } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
@@ -444,20 +444,26 @@ class Linker {
   private dot(s: DotStep, c: ProgramComputation): StepFn {
     const plan = planDot(s.lhsDims, s.rhsDims, s.dn, s.lhsStrides, s.rhsStrides);
     const after = this.after(s);
+    const m = s.mLimit ? this.ix(s.mLimit) : () => plan.M;
+    const n = s.nLimit ? this.ix(s.nLimit) : () => plan.N;
+    const k = s.kLimit ? this.ix(s.kLimit) : () => plan.K;
+    const epi = this.epilogue(s, n);
+    if (s.type === "f16" || s.type === "bf16") {
+      // Half types: the js kernel on views (their values live in f32 storage), rounded.
+      const round = s.type === "f16" ? roundToF16 : roundToBF16;
+      return (f) => {
+        const v = (id: number) => this.view(f, c, id) as Float32Array;
+        dotFloat(v(s.lhs), v(s.rhs), v(s.out), plan, round, epi(f), m(f), n(f), k(f));
+        after(f);
+      };
+    }
     if (s.type !== "f32") {
-      if (elementInfo(s.type).float) {
-        throw new UnsupportedError("wasm", `a ${s.type} dot (%${s.name}) has no wasm kernel`);
-      }
       return (f) => {
         dotInt(s.type, this.view(f, c, s.lhs) as Int32Array, this.view(f, c, s.rhs) as Int32Array,
           this.view(f, c, s.out) as Int32Array, plan);
         after(f);
       };
     }
-    const m = s.mLimit ? this.ix(s.mLimit) : () => plan.M;
-    const n = s.nLimit ? this.ix(s.nLimit) : () => plan.N;
-    const k = s.kLimit ? this.ix(s.kLimit) : () => plan.K;
-    const epi = this.epilogue(s, n);
     return (f) => {
       runGemm(this.mem_(), plan, f.addr[s.lhs]!, f.addr[s.rhs]!, f.addr[s.out]!,
         this.scratchAt, epi(f), m(f), n(f), k(f));
@@ -466,19 +472,16 @@ class Linker {
   }
 
   private conv(s: ConvStep, c: ProgramComputation): StepFn {
-    if (s.type !== "f32" && elementInfo(s.type).float) {
-      throw new UnsupportedError("wasm", `a ${s.type} convolution (%${s.name}) has no kernel`);
-    }
     const plan = planConv(s.lhsDims, s.rhsDims, s.outDims, s.convDims, s.window,
       s.featureGroupCount, s.batchGroupCount, s.lhsStrides, s.rhsStrides);
     const cols = s.outDims.slice(1).reduce((a, b) => a * b, 1);
     const epi = this.epilogue(s, () => cols);
     const after = this.after(s);
+    const round = s.type === "f16" ? roundToF16 : s.type === "bf16" ? roundToBF16 : null;
     return (f) => {
-      // f32 needs no rounder (the store rounds); other float types are declined above.
+      // f32 needs no rounder (the store rounds); half types round each sum.
       const v = (id: number) => this.view(f, c, id) as Float32Array;
-      conv(s.type, v(s.lhs), v(s.rhs), v(s.out), plan,
-        null, epi(f));
+      conv(s.type, v(s.lhs), v(s.rhs), v(s.out), plan, round, epi(f));
       after(f);
     };
   }

@@ -34,7 +34,12 @@ import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
 import { erff, expf, expm1f, log1pf, logf, logisticf, tanhf } from "./math.ts";
 
 /** Log2 of the storage size of the element types kernels compute in here. */
-const SHIFT: Partial<Record<ElementType, number>> = { f32: 2, s32: 2, u8: 0, pred: 0, s64: 3 };
+const SHIFT: Partial<Record<ElementType, number>> = {
+  f32: 2, f16: 2, bf16: 2, s32: 2, u8: 0, pred: 0, s64: 3,
+};
+
+/** Float element types (f16 and bf16 live in f32 storage, as the Literal's Float32Array). */
+const isFloatType = (t: ElementType) => t === "f32" || t === "f16" || t === "bf16";
 
 function decline(what: string): never {
   throw new UnsupportedError("wasm", what);
@@ -44,6 +49,8 @@ function decline(what: string): never {
 export function kindOf(t: ElementType): Kind {
   switch (t) {
     case "f32":
+    case "f16":
+    case "bf16":
       return "f";
     case "s32":
     case "u8":
@@ -53,7 +60,8 @@ export function kindOf(t: ElementType): Kind {
     case "s64":
       return "l";
     default:
-      return decline(`${t} elements (wasm kernels compute in f32, s32, s64, u8 and pred)`);
+      return decline(`${t} elements (wasm kernels compute in f32, f16, bf16, s32, s64, u8 ` +
+        `and pred)`);
   }
 }
 
@@ -71,7 +79,34 @@ export interface OpCtx {
 
 export type WasmOp = (c: OpCtx) => E;
 
-const isF = (c: OpCtx) => c.argType === "f32";
+const isF = (c: OpCtx) => isFloatType(c.argType);
+
+/**
+ * An f32 value rounded to the nearest f16 (ties to even) as an f32: what the evaluator's
+ * roundToF16 does to the f32-rounded double (so an op computed in f32, then rounded here,
+ * is the evaluator's value). Subnormal halves round at a quantum of 2^-24 by adding and
+ * subtracting 0.5; overflow (|x| rounding to 2^16 or more) gives infinity; NaN stays.
+ */
+export function roundF16(L: Lanes, x: E): E {
+  const xv = L.let(x);
+  const ax = L.let(L.abs(xv));
+  const b = L.let(L.bits(xv));
+  const rn = L.fromBits(L.and(L.iadd(b, L.iadd(L.i(0xfff), L.and(L.shrU(b, 13), L.i(1)))),
+    L.i(~0x1fff)));
+  const rs = L.copysign(L.sub(L.add(ax, L.f(0.5)), L.f(0.5)), xv);
+  const r = L.let(L.sel(L.lt(ax, L.f(2 ** -14)), rs, rn));
+  const big = L.sel(L.ge(L.abs(r), L.f(65536)), L.copysign(L.f(Infinity), xv), r);
+  return L.sel(L.isNan(xv), xv, big);
+}
+
+/** An f32 value rounded to the nearest bf16 (ties to even, the top 16 bits) as an f32. */
+export function roundBF16(L: Lanes, x: E): E {
+  const xv = L.let(x);
+  const b = L.let(L.bits(xv));
+  const r = L.fromBits(L.and(L.iadd(b, L.iadd(L.i(0x7fff), L.and(L.shrU(b, 16), L.i(1)))),
+    L.i(0xffff0000 | 0)));
+  return L.sel(L.isNan(xv), xv, r);
+}
 
 /** A scalar-only i32 binary op (the SIMD loops never see integer elements). */
 function ibin(c: OpCtx, a: E, b: E, op: (f: Fn) => void): E {
@@ -144,23 +179,24 @@ function convert(c: OpCtx): E {
     return convert64(c);
   }
   if (to === "pred") {
-    if (from === "f32") return L.ne(x, L.f(0));
+    if (isFloatType(from)) return L.ne(x, L.f(0));
     if (L.simd) throw new NoVector(`convert ${from}->pred`);
     return L.icmp(x, L.i(0), "ne");
   }
   if (from === "pred") {
-    if (to === "f32") return L.maskToFloat(x);
+    if (isFloatType(to)) return L.maskToFloat(x);
     if (L.simd) throw new NoVector(`convert pred->${to}`);
     return L.maskBits(x);
   }
   if (L.simd) throw new NoVector(`convert ${from}->${to}`);
-  if (from === "f32") {
+  if (isFloatType(from) && isFloatType(to)) return x; // the result is rounded to `to` after
+  if (isFloatType(from)) {
     if (to === "s32") return L.toInt(x);
     // u8: truncate, NaN to 0, saturate at 0 and 255.
     const t = L.let(L.toInt(x));
     return L.sel(L.icmp(t, L.i(0), "lt"), L.i(0), L.sel(L.icmp(t, L.i(255), "gt"), L.i(255), t));
   }
-  if (to === "f32") return L.toFloat(x);
+  if (isFloatType(to)) return L.toFloat(x);
   if (to === "u8") return u8(c, x);
   return x; // u8 -> s32
 }
@@ -188,12 +224,14 @@ function convert64(c: OpCtx): E {
   const x = c.a[0]!;
   const f = L.fn;
   if (c.type === "s64") {
-    if (c.argType === "f32") return L.raw("l", () => (x.emit(), f.i64TruncSatF32S()));
+    if (isFloatType(c.argType)) return L.raw("l", () => (x.emit(), f.i64TruncSatF32S()));
     const xi = x.kind === "m" ? L.maskBits(x) : x;
     return L.raw("l", () => (xi.emit(), f.i64ExtendI32S()));
   }
   switch (c.type) {
     case "f32":
+    case "f16":
+    case "bf16":
       return L.raw("f", () => (x.emit(), f.f32ConvertI64S()));
     case "s32":
       return L.raw("i", () => (x.emit(), f.i32WrapI64()));
@@ -721,7 +759,7 @@ class KernelEmitter {
         const t = n.type;
         if (L.simd) {
           const vl = this.vloop!;
-          if (t !== "f32" || !unitStride(n.index, vl.v)) throw new NoVector("a strided load");
+          if (!isFloatType(t) || !unitStride(n.index, vl.v)) throw new NoVector("a strided load");
           const st = vl.stores.get(n.buf);
           if (this.k.bufs[n.buf]!.access !== "r" && st !== n.index) {
             throw new NoVector("a load of a written buffer at another index");
@@ -733,7 +771,7 @@ class KernelEmitter {
         }
         return L.raw(kind, () => {
           this.address(n.buf, e.args[0]!);
-          if (t === "f32") f.f32Load();
+          if (isFloatType(t)) f.f32Load();
           else if (t === "s32") f.i32Load();
           else if (t === "s64") f.i64Load();
           else f.i32Load8U();
@@ -741,13 +779,13 @@ class KernelEmitter {
       }
       case "index": {
         if (L.simd) throw new NoVector("an iota");
-        return L.raw(kind, () => {
+        return this.rounded(n.type, L, L.raw(kind, () => {
           this.ix(e.args[0]!);
-          if (n.type === "f32") f.f32ConvertI32S();
+          if (isFloatType(n.type)) f.f32ConvertI32S();
           else if (n.type === "pred") f.i32Const(0).i32Ne();
           else if (n.type === "u8") f.i32Const(255).i32And();
           else if (n.type === "s64") f.i64ExtendI32S();
-        });
+        }));
       }
       case "acc": {
         if (L.simd) throw new NoVector("an accumulator");
@@ -781,7 +819,7 @@ class KernelEmitter {
           return this.isAtom(x) ? v : L.let(v);
         });
         const op: WasmOp = n.argType === "s64" ? int64 : wasmOps[n.opcode];
-        const r = op({ L, a, type: n.type, argType: n.argType, node: n });
+        const r = this.rounded(n.type, L, op({ L, a, type: n.type, argType: n.argType, node: n }));
         if (r.kind !== kind) {
           throw new Error(`wasm renderer: ${n.opcode} gave a ${r.kind} value for ${n.type}`);
         }
@@ -792,6 +830,13 @@ class KernelEmitter {
         throw new Error(`unknown scalar node ${String(never)}`);
       }
     }
+  }
+
+  /** A float value of type t (computed in f32) rounded to t. */
+  private rounded(t: ElementType, L: Lanes, v: E): E {
+    if (t === "f16") return roundF16(L, v);
+    if (t === "bf16") return roundBF16(L, v);
+    return v;
   }
 
   // ---- statements ----
@@ -823,12 +868,12 @@ class KernelEmitter {
           break;
         case "store": {
           const t = this.k.bufs[s.buf]!.type;
-          if (simd && t !== "f32") throw new NoVector(`a ${t} store`);
+          if (simd && !isFloatType(t)) throw new NoVector(`a ${t} store`);
           const v = this.value(s.value, L);
           this.address(s.buf, s.index);
           v.emit();
           if (simd) f.v128Store();
-          else if (t === "f32") f.f32Store();
+          else if (isFloatType(t)) f.f32Store();
           else if (t === "s32") f.i32Store();
           else if (t === "s64") f.i64Store();
           else f.i32Store8();
@@ -879,7 +924,9 @@ class KernelEmitter {
       if (b.s === "let") continue;
       if (b.s !== "store") return undefined;
       const idx = this.origIndex(b.index);
-      if (!idx || !unitStride(idx, s.v) || this.k.bufs[b.buf]!.type !== "f32") return undefined;
+      if (!idx || !unitStride(idx, s.v) || !isFloatType(this.k.bufs[b.buf]!.type)) {
+        return undefined;
+      }
       if (stores.has(b.buf)) return undefined;
       stores.set(b.buf, idx);
     }

@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
 import { ModuleBuilder, type ComputationBuilder } from "../../ir/builder.ts";
-import { Literal, literal } from "../../ir/literal.ts";
+import { Literal, literal, roundToBF16, roundToF16 } from "../../ir/literal.ts";
 import type { Instruction, Module } from "../../ir/module.ts";
 import { printHlo } from "../../ir/print.ts";
 import { cloneModule } from "../../ir/clone.ts";
@@ -114,6 +114,36 @@ describe("wasm kernels against the evaluator", () => {
       }
     });
   }
+
+  it("f16 and bf16 compute in f32 and round after every op (SIMD == scalar, within the tier)", () => {
+    for (const t of ["f16", "bf16"] as const) {
+      for (const n of [3, 9, 130]) {
+        const mb = new ModuleBuilder(`wasm_${t}_${n}`);
+        mb.entry("main", (b) => {
+          const x = b.parameter(arrayShape(t, [n]));
+          const y = b.parameter(arrayShape(t, [n]));
+          return b.tuple([b.add(b.multiply(x, y), x), b.tanh(x), b.divide(x, y)]);
+        });
+        const m = mb.build();
+        const opt = cloneModule(m);
+        optimizationPipeline().run(opt);
+        // Half values: f32 storage holding values rounded to the type.
+        const half = (seed: number) => new Literal(t, [n], Float32Array.from(values(n, seed),
+          (v) => (t === "f16" ? roundToF16(v) : roundToBF16(v))));
+        const inputs = [half(n), half(n + 5)];
+        const simd = compile(opt, true);
+        const scalar = compile(opt, false);
+        expect(simd.fallback).toBeUndefined();
+        expect(simd.stats!.vectorizedLoops).toBeGreaterThan(0);
+        const got = simd.run(inputs) as EvalValue[];
+        const want = evaluate(m, inputs);
+        const why = toleranceProblem(m, inputs, got, want);
+        expect(why, `${t} n=${n}`).toBeNull();
+        const other = scalar.run(inputs) as EvalValue[];
+        got.forEach((g, k) => expect(bits(g)).toEqual(bits(other[k]!)));
+      }
+    }
+  });
 
   it("integer and pred element ops stay exact (s32 divide, shifts, u8 wrap, pred logic)", () => {
     const mb = new ModuleBuilder("wasm_ints");
@@ -227,9 +257,9 @@ describe("wasm kernels against the evaluator", () => {
     const exe = compile(m);
     expect(exe.fallback).toMatch(/sine on f32/);
     check(m, [literal("f32", [5], values(5, 3))], exe);
-    const mh = new ModuleBuilder("wasm_f16");
-    mh.entry("main", (b) => b.exp(b.parameter(arrayShape("f16", [5]))));
-    expect(compile(mh.build()).fallback).toMatch(/f16 elements/);
+    const mh = new ModuleBuilder("wasm_cbrt");
+    mh.entry("main", (b) => b.cbrt(b.parameter(arrayShape("bf16", [5]))));
+    expect(compile(mh.build()).fallback).toMatch(/cbrt on bf16/);
   });
 });
 
