@@ -447,6 +447,40 @@ export class Fn {
   }
 
   // -- f64 --
+  f64Eq(): this {
+    return this.op(0x61);
+  }
+  f64Ne(): this {
+    return this.op(0x62);
+  }
+  f64Lt(): this {
+    return this.op(0x63);
+  }
+  f64Abs(): this {
+    return this.op(0x99);
+  }
+  f64Nearest(): this {
+    return this.op(0x9e);
+  }
+  f64Min(): this {
+    return this.op(0xa4);
+  }
+  f64Max(): this {
+    return this.op(0xa5);
+  }
+  f64ConvertI64S(): this {
+    return this.op(0xb9);
+  }
+  i64ReinterpretF64(): this {
+    return this.op(0xbd);
+  }
+  f64ReinterpretI64(): this {
+    return this.op(0xbf);
+  }
+  /** Saturating f64 → s64 (NaN → 0). */
+  i64TruncSatF64S(): this {
+    return this.op(0xfc, 0x06);
+  }
   f64Add(): this {
     return this.op(0xa0);
   }

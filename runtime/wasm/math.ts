@@ -5,6 +5,7 @@
 // run in the tolerance tier (runtime/tiers.ts TRANSCENDENTAL_ULPS). Branch-free: both sides of
 // every select are computed, so each function works on four lanes as well as on one.
 
+import type { Fn } from "./encode.ts";
 import { type E, f32Bits, hexf, type Lanes } from "./lanes.ts";
 
 const LN2_HI = hexf("0x1.62ep-1");
@@ -175,4 +176,108 @@ export function erff(L: Lanes, x: E): E {
   let y = L.let(L.sel(L.lt(ax, L.f(lo)), ys, ym));
   y = L.let(L.sel(L.gt(ax, L.f(3.93)), L.f(1), y));
   return L.copysign(y, x);
+}
+
+// ---- power: f64 code (scalar) --------------------------------------------------------------
+
+const LN2_HI_D = 6.93147180369123816490e-1; // fdlibm's ln2 split: n * LN2_HI_D is exact
+const LN2_LO_D = 1.90821492927058770002e-10;
+
+/** Pushes log(x) of the f64 in local `x` (x >= 0, or NaN): the atanh series on [√½, √2). */
+function log64(f: Fn, x: number): void {
+  const k = f.local("i64");
+  const m = f.local("f64");
+  const s = f.local("f64");
+  const z = f.local("f64");
+  const kd = f.local("f64");
+  // x = 2^k m, m in [sqrt(1/2), sqrt(2))
+  f.localGet(x).i64ReinterpretF64().i64Const(0x3fe6a09e667f3bcdn).i64Sub().i64Const(52n)
+    .i64ShrS().localSet(k);
+  f.localGet(x).i64ReinterpretF64().localGet(k).i64Const(52n).i64Shl().i64Sub()
+    .f64ReinterpretI64().localSet(m);
+  f.localGet(k).f64ConvertI64S().localSet(kd);
+  // s = (m - 1) / (m + 1); log m = 2 atanh s = s (2 + z (2/3 + z (2/5 + ...))), z = s^2
+  f.localGet(m).f64Const(1).f64Sub().localGet(m).f64Const(1).f64Add().f64Div().localSet(s);
+  f.localGet(s).localGet(s).f64Mul().localSet(z);
+  f.f64Const(2 / 19);
+  for (const d of [17, 15, 13, 11, 9, 7, 5, 3]) f.localGet(z).f64Mul().f64Const(2 / d).f64Add();
+  f.localGet(z).f64Mul().f64Const(2).f64Add().localGet(s).f64Mul();
+  f.localGet(kd).f64Const(LN2_LO_D).f64Mul().f64Add();
+  f.localGet(kd).f64Const(LN2_HI_D).f64Mul().f64Add();
+  // log 0 = -inf, log inf = inf, NaN stays
+  const r = f.local("f64");
+  f.localSet(r);
+  f.f64Const(-Infinity).localGet(r).localGet(x).f64Const(0).f64Eq().select().localSet(r);
+  f.localGet(x).localGet(r).localGet(x).f64Const(Infinity).f64Eq().select().localSet(r);
+  f.localGet(x).localGet(r).localGet(x).localGet(x).f64Ne().select();
+}
+
+/** Pushes e^t of the f64 in local `t`: Cody-Waite by ln 2, Taylor to r^13, 2^n in two steps. */
+function exp64(f: Fn, t: number): void {
+  const tc = f.local("f64");
+  const n = f.local("f64");
+  const r = f.local("f64");
+  const ni = f.local("i64");
+  const n1 = f.local("i64");
+  // clamp to [-1100, 1100] (NaN stays NaN: wasm min/max propagate it)
+  f.localGet(t).f64Const(1100).f64Min().f64Const(-1100).f64Max().localSet(tc);
+  f.localGet(tc).f64Const(Math.LOG2E).f64Mul().f64Nearest().localSet(n);
+  f.localGet(tc).localGet(n).f64Const(LN2_HI_D).f64Mul().f64Sub();
+  f.localGet(n).f64Const(LN2_LO_D).f64Mul().f64Sub().localSet(r);
+  let fact = 1;
+  const coef: number[] = [];
+  for (let i = 0; i <= 13; i++) {
+    if (i > 0) fact *= i;
+    coef.push(1 / fact);
+  }
+  f.f64Const(coef[13]!);
+  for (let i = 12; i >= 0; i--) f.localGet(r).f64Mul().f64Const(coef[i]!).f64Add();
+  f.localGet(n).i64TruncSatF64S().localSet(ni);
+  f.localGet(ni).i64Const(1n).i64ShrS().localSet(n1);
+  // * 2^n1 * 2^(n - n1), each a normal f64
+  f.localGet(n1).i64Const(1023n).i64Add().i64Const(52n).i64Shl().f64ReinterpretI64().f64Mul();
+  f.localGet(ni).localGet(n1).i64Sub().i64Const(1023n).i64Add().i64Const(52n).i64Shl()
+    .f64ReinterpretI64().f64Mul();
+}
+
+/**
+ * Pushes pow(a, b) of the f32 locals a and b as f32: |a|^b = e^(b log|a|) in f64 (relative
+ * error ~1e-14 where the f32 result is finite), rounded once to f32; negative for an odd
+ * integer power of a base with the sign bit set, NaN for a finite negative base and a
+ * non-integer exponent, and the evaluator's powF overrides (1^y = x^0 = 1, (-1)^±inf = 1).
+ * Zeros and infinities come out of the same formula (log 0 = -inf, log inf = inf; e^±inf =
+ * inf, 0), as JavaScript's Math.pow has them.
+ */
+export function powf(f: Fn, a: number, b: number): void {
+  const ad = f.local("f64");
+  const lg = f.local("f64");
+  const t = f.local("f64");
+  const r = f.local("f32");
+  const isInt = f.local("i32");
+  const odd = f.local("i32");
+  f.localGet(a).f64PromoteF32().f64Abs().localSet(ad);
+  log64(f, ad);
+  f.localSet(lg);
+  f.localGet(b).f64PromoteF32().localGet(lg).f64Mul().localSet(t);
+  exp64(f, t);
+  f.f32DemoteF64().localSet(r);
+  // b is an integer (infinities count as even ones); odd when b/2 is not one
+  f.localGet(b).f32Trunc().localGet(b).f32Eq().localSet(isInt);
+  f.localGet(b).f32Const(0.5).f32Mul().f32Trunc().f32Const(2).f32Mul().localGet(b).f32Ne()
+    .localGet(isInt).i32And().localSet(odd);
+  // r = -r where a's sign bit is set and b is odd
+  f.localGet(r).f32Neg().localGet(r);
+  f.localGet(a).i32ReinterpretF32().i32Const(0).i32LtS().localGet(odd).i32And();
+  f.select().localSet(r);
+  // NaN for a finite negative a and a non-integer b
+  f.f32Bits(0x7fc00000).localGet(r);
+  f.localGet(a).f32Const(0).f32Lt().localGet(a).f32Const(-Infinity).f32Ne().i32And()
+    .localGet(isInt).i32Eqz().i32And();
+  f.select().localSet(r);
+  // 1^y = x^0 = 1; (-1)^±inf = 1
+  f.f32Const(1).localGet(r);
+  f.localGet(a).f32Const(1).f32Eq().localGet(b).f32Const(0).f32Eq().i32Or();
+  f.localGet(a).f32Const(-1).f32Eq().localGet(b).f32Abs().f32Const(Infinity).f32Eq().i32And()
+    .i32Or();
+  f.select();
 }

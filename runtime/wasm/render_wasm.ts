@@ -31,7 +31,7 @@ import { nonNegative } from "../js/render_kernel.ts";
 import { type Expr, type SCmp, type ScheduledKernel, type SStmt } from "../kernel/schedule.ts";
 import { Fn, ModuleBuilder, type ValType } from "./encode.ts";
 import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
-import { erff, expf, expm1f, log1pf, logf, logisticf, tanhf } from "./math.ts";
+import { erff, expf, expm1f, log1pf, logf, logisticf, powf, tanhf } from "./math.ts";
 
 /** Log2 of the storage size of the element types kernels compute in here. */
 const SHIFT: Partial<Record<ElementType, number>> = {
@@ -307,6 +307,8 @@ function int64(c: OpCtx): E {
       const rel = { EQ: "eq", NE: "ne", LT: "lt", LE: "le", GT: "gt", GE: "ge" } as const;
       return lcmp(L, a, b, rel[c.node.direction!]);
     }
+    case "power":
+      return ipow(c, "l");
     case "clamp": {
       // clamp(lo, x, hi): min(hi, max(x, lo)).
       const m = L.let(L.sel(lcmp(L, b, a, "lt"), a, b));
@@ -315,6 +317,72 @@ function int64(c: OpCtx): E {
     default:
       return noOp(c);
   }
+}
+
+/**
+ * XLA's integer power (the evaluator's ipow32 / ipowU8 / ipow64): x^0 = 1^y = 1, a negative
+ * exponent 0, else square-and-multiply with wrapping products.
+ */
+function ipow(c: OpCtx, kind: "i" | "l"): E {
+  const { L } = c;
+  const f = L.fn;
+  const [a, b] = c.a as [E, E];
+  const w = kind === "l";
+  const one = () => (w ? f.i64Const(1n) : f.i32Const(1));
+  const zero = () => (w ? f.i64Const(0n) : f.i32Const(0));
+  return L.raw(kind, () => {
+    const vt = w ? "i64" : "i32";
+    const base = f.local(vt);
+    const e = f.local(vt);
+    const r = f.local(vt);
+    const a0 = f.local(vt);
+    a.emit();
+    f.localTee(a0).localSet(base);
+    b.emit();
+    f.localSet(e);
+    const b0 = f.local(vt);
+    f.localGet(e).localSet(b0);
+    one();
+    f.localSet(r);
+    f.block().loop();
+    f.localGet(e);
+    if (w) f.i64Eqz();
+    else f.i32Eqz();
+    f.brIf(1);
+    // if (e & 1) r *= base
+    f.localGet(r).localGet(base);
+    if (w) f.i64Mul();
+    else f.i32Mul();
+    f.localGet(r);
+    f.localGet(e);
+    if (w) f.i64Const(1n).i64And().i32WrapI64();
+    else f.i32Const(1).i32And();
+    f.select().localSet(r);
+    f.localGet(base).localGet(base);
+    if (w) f.i64Mul().localSet(base).localGet(e).i64Const(1n).i64ShrU().localSet(e);
+    else f.i32Mul().localSet(base).localGet(e).i32Const(1).i32ShrU().localSet(e);
+    f.br(0).end().end();
+    if (c.argType === "u8") f.localGet(r).i32Const(255).i32And().localSet(r);
+    // a negative exponent gives 0 (u8 has none); then x^0 = 1^y = 1
+    zero();
+    f.localGet(r);
+    f.localGet(b0);
+    zero();
+    if (w) f.i64LtS();
+    else f.i32LtS();
+    f.select().localSet(r);
+    one();
+    f.localGet(r);
+    f.localGet(a0);
+    one();
+    if (w) f.i64Eq();
+    else f.i32Eq();
+    f.localGet(b0);
+    if (w) f.i64Eqz();
+    else f.i32Eqz();
+    f.i32Or();
+    f.select();
+  });
 }
 
 /** Integer divide and remainder with XLA's values where wasm would trap. */
@@ -462,9 +530,23 @@ export const wasmOps = {
     return divRem(c);
   },
   power: (c) => {
-    if (c.argType !== "pred") return noOp(c);
     const { L } = c;
-    return L.or(c.a[0]!, L.not(c.a[1]!)); // a | (1 - b)
+    if (c.argType === "pred") return L.or(c.a[0]!, L.not(c.a[1]!)); // a | (1 - b)
+    if (L.simd) throw new NoVector(`power on ${c.argType}`);
+    if (isF(c)) {
+      const [a, b] = [L.let(c.a[0]!), L.let(c.a[1]!)];
+      return L.raw("f", () => {
+        // the locals of the two operands (bound just above)
+        a.emit();
+        const al = L.fn.local("f32");
+        L.fn.localSet(al);
+        b.emit();
+        const bl = L.fn.local("f32");
+        L.fn.localSet(bl);
+        powf(L.fn, al, bl);
+      });
+    }
+    return ipow(c, "i");
   },
   maximum: minMax,
   minimum: minMax,
