@@ -281,3 +281,17 @@ export function powf(f: Fn, a: number, b: number): void {
     .i32Or();
   f.select();
 }
+
+/**
+ * Pushes cbrt(x) of the f32 local x as f32: e^(log|x| / 3) in f64 (relative error ~1e-15),
+ * rounded once, with x's sign; ±0, ±inf and NaN come out of the same formula.
+ */
+export function cbrtf(f: Fn, x: number): void {
+  const ad = f.local("f64");
+  const lg = f.local("f64");
+  f.localGet(x).f64PromoteF32().f64Abs().localSet(ad);
+  log64(f, ad);
+  f.f64Const(1 / 3).f64Mul().localSet(lg);
+  exp64(f, lg);
+  f.f32DemoteF64().localGet(x).f32Copysign();
+}

@@ -31,7 +31,7 @@ import { nonNegative } from "../js/render_kernel.ts";
 import { type Expr, type SCmp, type ScheduledKernel, type SStmt } from "../kernel/schedule.ts";
 import { Fn, ModuleBuilder, type ValType } from "./encode.ts";
 import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
-import { erff, expf, expm1f, log1pf, logf, logisticf, powf, tanhf } from "./math.ts";
+import { cbrtf, erff, expf, expm1f, log1pf, logf, logisticf, powf, tanhf } from "./math.ts";
 
 /** Log2 of the storage size of the element types kernels compute in here. */
 const SHIFT: Partial<Record<ElementType, number>> = {
@@ -486,7 +486,18 @@ export const wasmOps = {
   "log-plus-one": mathF(log1pf),
   sqrt: (c) => (isF(c) ? c.L.sqrt(c.a[0]!) : noOp(c)),
   rsqrt: (c) => (isF(c) ? c.L.div(c.L.f(1), c.L.sqrt(c.a[0]!)) : noOp(c)),
-  cbrt: (c) => noOp(c),
+  cbrt: (c) => {
+    const { L } = c;
+    if (!isF(c)) return noOp(c);
+    if (L.simd) throw new NoVector("cbrt");
+    const x = c.a[0]!;
+    return L.raw("f", () => {
+      x.emit();
+      const xl = L.fn.local("f32");
+      L.fn.localSet(xl);
+      cbrtf(L.fn, xl);
+    });
+  },
   tanh: mathF(tanhf),
   logistic: mathF(logisticf),
   sine: (c) => noOp(c),

@@ -181,6 +181,7 @@ describe("wasm kernels against the evaluator", () => {
       tanh: (b, v) => b.tanh(v),
       logistic: (b, v) => b.logistic(v),
       erf: (b, v) => b.erf(v),
+      cbrt: (b, v) => b.cbrt(v),
     };
     for (const [name, f] of Object.entries(unary)) {
       const mb = new ModuleBuilder(`wasm_sweep_${name}`);
