@@ -43,7 +43,10 @@ import {
   type Step,
   type Value,
 } from "../kernel/program.ts";
-import { scheduleKernel } from "../kernel/schedule.ts";
+import { type Expr, scheduleKernel } from "../kernel/schedule.ts";
+import { children, isIx, type Node } from "../kernel/kir.ts";
+import { ExtTable } from "../js/emitter.ts";
+import { JsKernelRenderer } from "../js/render_kernel.ts";
 import { jsBackend } from "../js/backend.ts";
 import { conv, planConv } from "../js/kernels_conv.ts";
 import { dotFloat, dotInt, type DotPlan, planDot } from "../js/kernels_dot.ts";
@@ -187,9 +190,6 @@ class Linker {
         if (s.kind === "kernel") this.kernel(s.call.kernel);
         if ((s.kind === "dot" || s.kind === "conv") && s.epilogue) {
           this.kernel(s.epilogue.call.kernel);
-        }
-        if (s.kind === "sort") {
-          throw new UnsupportedError("wasm", `sort %${s.name} has no wasm kernel yet`);
         }
       }
     }
@@ -365,7 +365,7 @@ class Linker {
       case "conv":
         return this.conv(s, c);
       case "sort":
-        throw new UnsupportedError("wasm", `sort %${s.name} has no wasm kernel yet`);
+        return this.sort(s, c);
       case "call": {
         const args = s.args.flatMap(flat);
         const res = s.results;
@@ -421,6 +421,61 @@ class Linker {
         throw new Error(`unknown step ${String(never)}`);
       }
     }
+  }
+
+  /**
+   * A stable merge sort along one dim of every operand by the comparator, on views of the
+   * memory (as the js backend sorts: a permutation per row, then every output gathered).
+   */
+  private sort(s: Extract<Step, { kind: "sort" }>, c: ProgramComputation): StepFn {
+    const less = comparatorFn(s);
+    const dims = s.dims;
+    const len = dims[s.dim]!;
+    let stride = 1;
+    for (let k = dims.length - 1; k > s.dim; k--) stride *= dims[k]!;
+    const outer = len === 0 ? 0 : dims.reduce((a, b) => a * b, 1) / len;
+    const n = s.ins.length;
+    return (f) => {
+      const ins = s.ins.map((b) => this.view(f, c, b) as Float32Array);
+      const outs = s.outs.map((b) => this.view(f, c, b) as Float32Array);
+      const perm = new Int32Array(len);
+      const tmp = new Int32Array(len);
+      const args: unknown[] = new Array(2 * n);
+      let base = 0;
+      const lt = (x: number, y: number): boolean => {
+        for (let i = 0; i < n; i++) {
+          args[2 * i] = ins[i]![base + x * stride];
+          args[2 * i + 1] = ins[i]![base + y * stride];
+        }
+        return less(...args);
+      };
+      const msort = (lo: number, hi: number): void => {
+        if (hi - lo < 2) return;
+        const mid = lo + ((hi - lo) >> 1);
+        msort(lo, mid);
+        msort(mid, hi);
+        for (let t = lo; t < hi; t++) tmp[t] = perm[t]!;
+        let i = lo;
+        let j = mid;
+        let w = lo;
+        while (i < mid && j < hi) perm[w++] = lt(tmp[j]!, tmp[i]!) ? tmp[j++]! : tmp[i++]!;
+        while (i < mid) perm[w++] = tmp[i++]!;
+        while (j < hi) perm[w++] = tmp[j++]!;
+      };
+      // Sorted values are gathered per row before any output is written (an output may share
+      // its memory with an input: in-place).
+      const rows = outs.map((o) => new (o.constructor as Float32ArrayConstructor)(len));
+      for (let o = 0; o < outer; o++) {
+        base = (o % stride) + Math.floor(o / stride) * stride * len;
+        for (let p = 0; p < len; p++) perm[p] = p;
+        msort(0, len);
+        for (let k = 0; k < outs.length; k++) {
+          const r = rows[k]!;
+          for (let p = 0; p < len; p++) r[p] = ins[k]![base + perm[p]! * stride]!;
+          for (let p = 0; p < len; p++) outs[k]![base + p * stride] = r[p]!;
+        }
+      }
+    };
   }
 
   private epilogue(s: DotStep | ConvStep, cols: (f: Frame) => number):
@@ -485,6 +540,27 @@ class Linker {
       after(f);
     };
   }
+}
+
+/** A node as an expression tree with nothing bound (a comparator, rendered inline). */
+function inlineExpr(n: Node): Expr {
+  if (isIx(n) && n.op === "sum") {
+    return { e: "lin", k: n.k, terms: n.terms.map((t) => ({ x: inlineExpr(t.atom), coef: t.coef })) };
+  }
+  return { e: "node", node: n, args: children(n).map(inlineExpr) };
+}
+
+/**
+ * A sort's comparator as a JavaScript function `less(a0, a1, ..)` (accumulator 2i is operand
+ * i's left value, 2i+1 its right): the js renderer's spelling, so the order is exactly js's.
+ */
+function comparatorFn(s: Extract<Step, { kind: "sort" }>): (...xs: unknown[]) => boolean {
+  const ext = new ExtTable();
+  const body = new JsKernelRenderer(ext).expr(inlineExpr(s.comparator.less));
+  const params = Array.from({ length: 2 * s.ins.length }, (_, j) => `a${j}`);
+  const src = [...ext.declarations(), `return function less(${params.join(", ")}) {`,
+    `  return ${body} !== 0;`, `};`].join("\n");
+  return new Function("ext", src)(ext.values) as (...xs: unknown[]) => boolean;
 }
 
 /** The dot plan type is part of the GEMM's interface. */
