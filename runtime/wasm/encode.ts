@@ -459,6 +459,12 @@ export class Fn {
   f64Abs(): this {
     return this.op(0x99);
   }
+  f64Neg(): this {
+    return this.op(0x9a);
+  }
+  f64Floor(): this {
+    return this.op(0x9c);
+  }
   f64Nearest(): this {
     return this.op(0x9e);
   }

@@ -295,3 +295,189 @@ export function cbrtf(f: Fn, x: number): void {
   exp64(f, lg);
   f.f32DemoteF64().localGet(x).f32Copysign();
 }
+
+// ---- sine, cosine, tangent: f64 code (scalar) ----------------------------------------------
+
+/** π · 2^bits (truncated), by Machin's formula π = 16 atan(1/5) - 4 atan(1/239). */
+function piScaled(bits: bigint): bigint {
+  const atanInv = (x: bigint): bigint => {
+    const one = 1n << bits;
+    let term = one / x;
+    let sum = term;
+    const x2 = x * x;
+    for (let k = 1n; term !== 0n; k++) {
+      term /= x2;
+      sum += (k & 1n ? -term : term) / (2n * k + 1n);
+    }
+    return sum;
+  };
+  return 16n * atanInv(5n) - 4n * atanInv(239n);
+}
+
+/** 2/π as 24-bit chunks: 2/π = Σ c_j 2^(-24 (j + 1)) (c_0 = 0xa2f983). */
+export const TWO_OVER_PI_CHUNKS: readonly number[] = (() => {
+  const n = 10;
+  const guard = 64n;
+  const k = BigInt(24 * n) + guard;
+  const t = (2n << (BigInt(24 * n) + k)) / piScaled(k); // 2/π · 2^(24 n)
+  return Array.from({ length: n }, (_, j) => Number((t >> BigInt(24 * (n - 1 - j))) & 0xffffffn));
+})();
+
+// fdlibm's π/2 in three 33-bit parts and the rest: n * PIO2_1 and n * PIO2_2 are exact for
+// |n| < 2^20.
+const PIO2_1 = 1.57079632673412561417e+0;
+const PIO2_2 = 6.07710050630396597660e-11;
+const PIO2_3 = 2.02226624871116645580e-21;
+const PIO2 = Math.PI / 2;
+const MEDIUM = 1e6;
+
+/**
+ * x reduced by multiples of π/2 for the f32 local x: sets the f64 local r (|r| <= π/4 and a
+ * bit) and the i32 local q (the multiple mod 4), so that x = q π/2 + r. Below 1e6: Cody-Waite
+ * with π/2 in three parts. Above: Payne-Hanek — x = M 2^E (M the 24-bit significand) times 2/π
+ * mod 4, from the six 24-bit chunks of 2/π that matter (earlier chunks give multiples of 4,
+ * later ones less than 2^-95), summed as a double-double, so r is accurate to far below an
+ * f32 ulp even where x lies within 2^-30 of a multiple of π/2. For a negative x the large
+ * path reduces |x| and negates r and q.
+ */
+function reducePio2(f: Fn, x: number, r: number, q: number): void {
+  const xd = f.local("f64");
+  const n = f.local("f64");
+  f.localGet(x).f64PromoteF32().localSet(xd);
+  f.localGet(x).f32Abs().f32Const(MEDIUM).f32Lt();
+  f.if();
+  {
+    f.localGet(xd).f64Const(2 / Math.PI).f64Mul().f64Nearest().localSet(n);
+    f.localGet(xd).localGet(n).f64Const(PIO2_1).f64Mul().f64Sub();
+    f.localGet(n).f64Const(PIO2_2).f64Mul().f64Sub();
+    f.localGet(n).f64Const(PIO2_3).f64Mul().f64Sub().localSet(r);
+    // n = 0: r is x itself (keeps the sign of a zero)
+    f.localGet(xd).localGet(r).localGet(n).f64Const(0).f64Eq().select().localSet(r);
+    f.localGet(n).i64TruncSatF64S().i32WrapI64().i32Const(3).i32And().localSet(q);
+  }
+  f.else();
+  {
+    const bits = f.local("i32");
+    const e = f.local("i32");
+    const j0 = f.local("i32");
+    const m = f.local("f64");
+    const scale = f.local("f64");
+    const hi = f.local("f64");
+    const lo = f.local("f64");
+    const a = f.local("f64");
+    const s = f.local("f64");
+    const bb = f.local("f64");
+    f.localGet(x).i32ReinterpretF32().localSet(bits);
+    // E = biased exponent - 150 (in [-4, 104] here); M = significand with the hidden bit
+    f.localGet(bits).i32Const(23).i32ShrU().i32Const(0xff).i32And().i32Const(150).i32Sub()
+      .localSet(e);
+    f.localGet(bits).i32Const(0x7fffff).i32And().i32Const(0x800000).i32Or().f64ConvertI32S()
+      .localSet(m);
+    // j0 = max(0, floor((E - 26) / 24) + 1): the first chunk whose term is not a multiple of 4
+    f.localGet(e).i32Const(24 * 8 - 26).i32Add().i32Const(24).i32DivS().i32Const(7).i32Sub()
+      .localSet(j0);
+    f.i32Const(0).localGet(j0).localGet(j0).i32Const(0).i32LtS().select().localSet(j0);
+    // scale = 2^(E - 24 (j0 + 1)), exact (the exponent is in [-52, 1])
+    f.localGet(e).localGet(j0).i32Const(24).i32Mul().i32Sub().i32Const(24).i32Sub()
+      .i32Const(1023).i32Add().i64ExtendI32S().i64Const(52n).i64Shl().f64ReinterpretI64()
+      .localSet(scale);
+    f.f64Const(0).localSet(hi);
+    f.f64Const(0).localSet(lo);
+    for (let k = 0; k < 6; k++) {
+      // a = M * c[j0 + k] * scale * 2^(-24 k): exact (48-bit product, power-of-two scale)
+      const c = f.local("f64");
+      f.f64Const(TWO_OVER_PI_CHUNKS[k]!).localSet(c);
+      for (let j = 1; j <= 4; j++) {
+        f.f64Const(TWO_OVER_PI_CHUNKS[j + k]!).localGet(c).localGet(j0).i32Const(j).i32Eq()
+          .select().localSet(c);
+      }
+      f.localGet(m).localGet(c).f64Mul().localGet(scale).f64Mul().f64Const(2 ** (-24 * k))
+        .f64Mul().localSet(a);
+      if (k === 0) {
+        // the first term mod 8 (exact): a - 8 floor(a / 8)
+        f.localGet(a).localGet(a).f64Const(0.125).f64Mul().f64Floor().f64Const(8).f64Mul()
+          .f64Sub().localSet(hi);
+        continue;
+      }
+      // (hi, lo) += a: TwoSum
+      f.localGet(hi).localGet(a).f64Add().localSet(s);
+      f.localGet(s).localGet(hi).f64Sub().localSet(bb);
+      f.localGet(hi).localGet(s).localGet(bb).f64Sub().f64Sub();
+      f.localGet(a).localGet(bb).f64Sub().f64Add();
+      f.localGet(lo).f64Add().localSet(lo);
+      f.localGet(s).localSet(hi);
+    }
+    // n = nearest(hi); r = ((hi - n) + lo) π/2; q = n mod 4; negative x: -r, -q
+    f.localGet(hi).f64Nearest().localSet(n);
+    f.localGet(hi).localGet(n).f64Sub().localGet(lo).f64Add().f64Const(PIO2).f64Mul()
+      .localSet(r);
+    f.localGet(n).i64TruncSatF64S().i32WrapI64().localSet(q);
+    f.localGet(x).f32Const(0).f32Lt();
+    f.if();
+    f.localGet(r).f64Neg().localSet(r);
+    f.i32Const(0).localGet(q).i32Sub().localSet(q);
+    f.end();
+    f.localGet(q).i32Const(3).i32And().localSet(q);
+  }
+  f.end();
+}
+
+/** sin(r), cos(r) on |r| <= π/4 (+ a little): Taylor to r^15 and r^16 in f64. */
+function sinCos64(f: Fn, r: number, sOut: number, cOut: number): void {
+  const z = f.local("f64");
+  f.localGet(r).localGet(r).f64Mul().localSet(z);
+  let fact = 1;
+  const sc: number[] = [];
+  const cc: number[] = [];
+  for (let k = 1; k <= 16; k++) {
+    fact *= k;
+    if (k % 2 === 1 && k > 1) sc.push((((k - 1) / 2) % 2 === 1 ? -1 : 1) / fact);
+    if (k % 2 === 0) cc.push(((k / 2) % 2 === 1 ? -1 : 1) / fact);
+  }
+  // sin r = r + r z (s1 + z (s2 + ...)), s_k = (-1)^k / (2k+1)!
+  f.f64Const(sc[sc.length - 1]!);
+  for (let k = sc.length - 2; k >= 0; k--) f.localGet(z).f64Mul().f64Const(sc[k]!).f64Add();
+  f.localGet(z).f64Mul().localGet(r).f64Mul().localGet(r).f64Add().localSet(sOut);
+  // cos r = 1 + z (c1 + z (c2 + ...)), c_k = (-1)^k / (2k)!
+  f.f64Const(cc[cc.length - 1]!);
+  for (let k = cc.length - 2; k >= 0; k--) f.localGet(z).f64Mul().f64Const(cc[k]!).f64Add();
+  f.localGet(z).f64Mul().f64Const(1).f64Add().localSet(cOut);
+}
+
+/**
+ * Pushes sin, cos or tan of the f32 local x as f32: x = q π/2 + r (reducePio2), the Taylor
+ * series of r in f64 by quadrant, rounded once to f32 (the evaluator's Math.sin/cos/tan in
+ * double, rounded: within an ulp). NaN and ±inf give NaN.
+ */
+export function trigf(f: Fn, x: number, which: "sin" | "cos" | "tan"): void {
+  const r = f.local("f64");
+  const q = f.local("i32");
+  const sn = f.local("f64");
+  const cs = f.local("f64");
+  const res = f.local("f64");
+  reducePio2(f, x, r, q);
+  sinCos64(f, r, sn, cs);
+  const pick = (vals: readonly (() => void)[]) => {
+    // res = vals[q] by a select chain
+    vals[0]!();
+    f.localSet(res);
+    for (let k = 1; k < 4; k++) {
+      vals[k]!();
+      f.localGet(res).localGet(q).i32Const(k).i32Eq().select().localSet(res);
+    }
+  };
+  const S = () => f.localGet(sn);
+  const C = () => f.localGet(cs);
+  const nS = () => f.localGet(sn).f64Neg();
+  const nC = () => f.localGet(cs).f64Neg();
+  if (which === "sin") pick([S, C, nS, nC]);
+  else if (which === "cos") pick([C, nS, nC, S]);
+  else {
+    const t = () => f.localGet(sn).localGet(cs).f64Div();
+    const cot = () => f.localGet(cs).f64Neg().localGet(sn).f64Div();
+    pick([t, cot, t, cot]);
+  }
+  // finite x: the result; else NaN
+  f.localGet(res).f32DemoteF64().f32Bits(0x7fc00000);
+  f.localGet(x).f32Abs().f32Const(Infinity).f32Lt().select();
+}

@@ -31,7 +31,18 @@ import { nonNegative } from "../js/render_kernel.ts";
 import { type Expr, type SCmp, type ScheduledKernel, type SStmt } from "../kernel/schedule.ts";
 import { Fn, ModuleBuilder, type ValType } from "./encode.ts";
 import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
-import { cbrtf, erff, expf, expm1f, log1pf, logf, logisticf, powf, tanhf } from "./math.ts";
+import {
+  cbrtf,
+  erff,
+  expf,
+  expm1f,
+  log1pf,
+  logf,
+  logisticf,
+  powf,
+  tanhf,
+  trigf,
+} from "./math.ts";
 
 /** Log2 of the storage size of the element types kernels compute in here. */
 const SHIFT: Partial<Record<ElementType, number>> = {
@@ -126,6 +137,20 @@ function noOp(c: OpCtx, why = ""): never {
 
 /** A float transcendental from math.ts (f32 only: half types are declined before). */
 const mathF = (f: (L: Lanes, x: E) => E): WasmOp => (c) => (isF(c) ? f(c.L, c.a[0]!) : noOp(c));
+
+/** sin / cos / tan: f64 code from math.ts (scalar; a SIMD loop keeps the scalar form). */
+const trig = (which: "sin" | "cos" | "tan"): WasmOp => (c) => {
+  const { L } = c;
+  if (!isF(c)) return noOp(c);
+  if (L.simd) throw new NoVector(which);
+  const x = c.a[0]!;
+  return L.raw("f", () => {
+    x.emit();
+    const xl = L.fn.local("f32");
+    L.fn.localSet(xl);
+    trigf(L.fn, xl, which);
+  });
+};
 
 /** Integer element as i32 (a pred is already 0/1 as a scalar). */
 const asI = (c: OpCtx, x: E): E => (x.kind === "m" ? c.L.maskBits(x) : x);
@@ -500,9 +525,9 @@ export const wasmOps = {
   },
   tanh: mathF(tanhf),
   logistic: mathF(logisticf),
-  sine: (c) => noOp(c),
-  cosine: (c) => noOp(c),
-  tan: (c) => noOp(c),
+  sine: trig("sin"),
+  cosine: trig("cos"),
+  tan: trig("tan"),
   erf: mathF(erff),
   floor: (c) => (isF(c) ? c.L.floor(c.a[0]!) : c.a[0]!),
   ceil: (c) => (isF(c) ? c.L.ceil(c.a[0]!) : c.a[0]!),

@@ -173,6 +173,9 @@ describe("wasm kernels against the evaluator", () => {
     const u = new Uint32Array(x.buffer);
     for (let i = 0; i < 65536; i++) u[i] = (i * 65537 + 12345) >>> 0;
     x.set([0, -0, NaN, Infinity, -Infinity, 1e-45, -1e-45, 88.72, -103.9], 65536);
+    // f32 values closest to multiples of pi/2 (hard cases of the reduction), large and small
+    x.set([16367173, 1.6367173e7, 8.2222e6, 3.3e38, -3.4028235e38, 1.5707964, -1.5707964,
+      3.1415927, 4.712389, 6.2831855, 102949.6, 1e6, -1e6, 999999.94], 0);
     const unary: Record<string, (b: ComputationBuilder, v: Instruction) => Instruction> = {
       exponential: (b, v) => b.exp(v),
       "exponential-minus-one": (b, v) => b.op("exponential-minus-one", [v]),
@@ -182,6 +185,9 @@ describe("wasm kernels against the evaluator", () => {
       logistic: (b, v) => b.logistic(v),
       erf: (b, v) => b.erf(v),
       cbrt: (b, v) => b.cbrt(v),
+      sine: (b, v) => b.sin(v),
+      cosine: (b, v) => b.cos(v),
+      tan: (b, v) => b.tan(v),
     };
     for (const [name, f] of Object.entries(unary)) {
       const mb = new ModuleBuilder(`wasm_sweep_${name}`);
