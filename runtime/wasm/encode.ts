@@ -456,6 +456,15 @@ export class Fn {
   f64Lt(): this {
     return this.op(0x63);
   }
+  f64Gt(): this {
+    return this.op(0x64);
+  }
+  f64Ge(): this {
+    return this.op(0x66);
+  }
+  f64Sqrt(): this {
+    return this.op(0x9f);
+  }
   f64Abs(): this {
     return this.op(0x99);
   }

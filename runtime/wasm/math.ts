@@ -481,3 +481,94 @@ export function trigf(f: Fn, x: number, which: "sin" | "cos" | "tan"): void {
   f.localGet(res).f32DemoteF64().f32Bits(0x7fc00000);
   f.localGet(x).f32Abs().f32Const(Infinity).f32Lt().select();
 }
+
+// ---- atan2 and fmod: f64 code (scalar) -----------------------------------------------------
+
+/**
+ * Pushes atan2(y, x) of the f32 locals as f32: t = min/max of |y|, |x| in [0, 1], reduced
+ * by π/4 above tan(π/8) and halved once more (atan t = 2 atan(t / (1 + √(1 + t²)))), the Taylor
+ * series to t^23 in f64, then the octant and quadrant restored, rounded once. The specials of
+ * C's atan2 (signed zeros, infinities) come out of the same steps: 0/0 counts as 0, ∞/∞ as 1.
+ */
+export function atan2f(f: Fn, y: number, x: number): void {
+  const a = f.local("f64");
+  const b = f.local("f64");
+  const t = f.local("f64");
+  const swap = f.local("i32");
+  const big = f.local("i32");
+  const at = f.local("f64");
+  f.localGet(y).f64PromoteF32().f64Abs().localSet(a);
+  f.localGet(x).f64PromoteF32().f64Abs().localSet(b);
+  f.localGet(a).localGet(b).f64Gt().localSet(swap);
+  // t = smaller / larger; 0/0 -> 0, inf/inf -> 1
+  f.localGet(b).localGet(a).f64Div().localGet(a).localGet(b).f64Div().localGet(swap).select()
+    .localSet(t);
+  f.f64Const(0).localGet(t).localGet(a).f64Const(0).f64Eq().select().localSet(t);
+  f.f64Const(1).localGet(t).localGet(a).f64Const(Infinity).f64Eq().localGet(b)
+    .f64Const(Infinity).f64Eq().i32And().select().localSet(t);
+  f.localGet(t).f64Const(Math.SQRT2 - 1).f64Gt().localSet(big);
+  f.localGet(t).f64Const(1).f64Sub().localGet(t).f64Const(1).f64Add().f64Div().localGet(t)
+    .localGet(big).select().localSet(t);
+  // halve the angle: t / (1 + sqrt(1 + t^2))
+  f.localGet(t).f64Const(1).localGet(t).localGet(t).f64Mul().f64Const(1).f64Add().f64Sqrt()
+    .f64Add().f64Div().localSet(t);
+  const z = f.local("f64");
+  f.localGet(t).localGet(t).f64Mul().localSet(z);
+  // atan t = t (1 - z/3 + z^2/5 - ...), to t^23
+  f.f64Const(-1 / 23);
+  for (let k = 10; k >= 0; k--) {
+    f.localGet(z).f64Mul().f64Const((k % 2 === 1 ? -1 : 1) / (2 * k + 1)).f64Add();
+  }
+  f.localGet(t).f64Mul().f64Const(2).f64Mul();
+  f.f64Const(Math.PI / 4).f64Const(0).localGet(big).select().f64Add().localSet(at);
+  f.f64Const(Math.PI / 2).localGet(at).f64Sub().localGet(at).localGet(swap).select().localSet(at);
+  // x's sign bit set (x < 0 or -0): pi - at; then y's sign
+  f.f64Const(Math.PI).localGet(at).f64Sub().localGet(at);
+  f.localGet(x).i32ReinterpretF32().i32Const(0).i32LtS().select();
+  f.localGet(y).f64PromoteF32().f64Copysign().f32DemoteF64();
+  // NaN in, NaN out
+  const r = f.local("f32");
+  f.localSet(r);
+  f.localGet(r).f32Bits(0x7fc00000);
+  f.localGet(x).localGet(x).f32Eq().localGet(y).localGet(y).f32Eq().i32And().select();
+}
+
+/**
+ * Pushes fmod(a, b) of the f32 locals as f32, exactly (C's fmod; JavaScript's %): |b| scaled
+ * by a power of two to just below |a|, then subtracted where it fits and halved, down to |b|
+ * (each subtraction is exact: both values have 24-bit significands within a factor of two).
+ * The result has a's sign; NaN for b = 0, an infinite a or a NaN; a itself when |a| < |b|.
+ */
+export function fmodf(f: Fn, a: number, b: number): void {
+  const r = f.local("f64");
+  const d = f.local("f64");
+  const dd = f.local("f64");
+  f.localGet(a).f64PromoteF32().f64Abs().localSet(r);
+  f.localGet(b).f64PromoteF32().f64Abs().localSet(d);
+  f.localGet(r).localGet(d).f64Ge().localGet(d).f64Const(Infinity).f64Lt().i32And()
+    .localGet(r).f64Const(Infinity).f64Lt().i32And().localGet(d).f64Const(0).f64Gt().i32And();
+  f.if();
+  {
+    // dd = d 2^(er - ed) (f64 exponents; every f32 is a normal f64)
+    const ex = (l: number) =>
+      f.localGet(l).i64ReinterpretF64().i64Const(52n).i64ShrU().i64Const(0x7ffn).i64And();
+    f.localGet(d);
+    ex(r);
+    ex(d);
+    f.i64Sub().i64Const(1023n).i64Add().i64Const(52n).i64Shl().f64ReinterpretI64().f64Mul()
+      .localSet(dd);
+    f.block().loop();
+    f.localGet(dd).localGet(d).f64Lt().brIf(1);
+    f.localGet(r).localGet(dd).f64Sub().localGet(r).localGet(r).localGet(dd).f64Ge().select()
+      .localSet(r);
+    f.localGet(dd).f64Const(0.5).f64Mul().localSet(dd);
+    f.br(0).end().end();
+  }
+  f.end();
+  // |a| < |b| (or b infinite) leaves r = |a|; NaN cases
+  f.localGet(r).f32DemoteF64().localGet(a).f32Copysign();
+  f.f32Bits(0x7fc00000);
+  f.localGet(d).f64Const(0).f64Gt().localGet(a).f32Abs().f32Const(Infinity).f32Lt().i32And()
+    .localGet(b).localGet(b).f32Eq().i32And();
+  f.select();
+}

@@ -32,10 +32,12 @@ import { type Expr, type SCmp, type ScheduledKernel, type SStmt } from "../kerne
 import { Fn, ModuleBuilder, type ValType } from "./encode.ts";
 import { type E, f32Bits, type Kind, Lanes, NoVector } from "./lanes.ts";
 import {
+  atan2f,
   cbrtf,
   erff,
   expf,
   expm1f,
+  fmodf,
   log1pf,
   logf,
   logisticf,
@@ -151,6 +153,23 @@ const trig = (which: "sin" | "cos" | "tan"): WasmOp => (c) => {
     trigf(L.fn, xl, which);
   });
 };
+
+/** A binary float op of math.ts's f64 code (scalar): the operands into f32 locals first. */
+function f64Binary(c: OpCtx, op: (f: Fn, a: number, b: number) => void): E {
+  const { L } = c;
+  if (!isF(c)) return noOp(c);
+  if (L.simd) throw new NoVector(c.node.opcode);
+  const [a, b] = c.a as [E, E];
+  return L.raw("f", () => {
+    a.emit();
+    const al = L.fn.local("f32");
+    L.fn.localSet(al);
+    b.emit();
+    const bl = L.fn.local("f32");
+    L.fn.localSet(bl);
+    op(L.fn, al, bl);
+  });
+}
 
 /** Integer element as i32 (a pred is already 0/1 as a scalar). */
 const asI = (c: OpCtx, x: E): E => (x.kind === "m" ? c.L.maskBits(x) : x);
@@ -561,7 +580,7 @@ export const wasmOps = {
     return divRem(c);
   },
   remainder: (c) => {
-    if (isF(c)) return noOp(c, " (fmod)");
+    if (isF(c)) return f64Binary(c, fmodf);
     if (c.L.simd) throw new NoVector(`remainder on ${c.argType}`);
     return divRem(c);
   },
@@ -586,7 +605,7 @@ export const wasmOps = {
   },
   maximum: minMax,
   minimum: minMax,
-  atan2: (c) => noOp(c),
+  atan2: (c) => f64Binary(c, atan2f),
   and: (c) => (c.L.simd && c.argType !== "pred" ? noVec(c) : c.L.and(c.a[0]!, c.a[1]!)),
   or: (c) => (c.L.simd && c.argType !== "pred" ? noVec(c) : c.L.or(c.a[0]!, c.a[1]!)),
   xor: (c) => (c.L.simd && c.argType !== "pred" ? noVec(c) : c.L.xor(c.a[0]!, c.a[1]!)),

@@ -200,7 +200,7 @@ describe("wasm kernels against the evaluator", () => {
     }
   });
 
-  it("power: f32 over a grid of bases and exponents with every special, and integer powers", () => {
+  it("power, atan2, remainder: f32 over a grid with every special; integer powers", () => {
     const as = [0, -0, 1, -1, 2, -2, 0.5, -0.5, 3.7, -3.7, 1e-30, 1e30, 1e-42, Infinity,
       -Infinity, NaN, 10, -10, 0.999, 1.001];
     const bs = [0, -0, 1, -1, 2, -2, 3, -3, 0.5, -0.5, 1.5, 2.5, 40, -40, 1e10, Infinity,
@@ -212,13 +212,17 @@ describe("wasm kernels against the evaluator", () => {
       x[i * bs.length + j] = a;
       y[i * bs.length + j] = b;
     }));
-    const mb = new ModuleBuilder("wasm_pow");
-    mb.entry("main", (b) => b.power(b.parameter(arrayShape("f32", [n])),
-      b.parameter(arrayShape("f32", [n]))));
-    const m = mb.build();
-    const exe = compile(m);
-    expect(exe.fallback).toBeUndefined();
-    check(m, [literal("f32", [n], x), literal("f32", [n], y)], exe);
+    for (const op of ["power", "atan2", "remainder"] as const) {
+      const mb = new ModuleBuilder(`wasm_${op}`);
+      mb.entry("main", (b) => b.op(op, [b.parameter(arrayShape("f32", [n])),
+        b.parameter(arrayShape("f32", [n]))]));
+      const m = mb.build();
+      const exe = compile(m);
+      expect(exe.fallback, op).toBeUndefined();
+      check(m, [literal("f32", [n], x), literal("f32", [n], y)], exe);
+      check(m, [literal("f32", [n], values(n, 11, 100)), literal("f32", [n], values(n, 12, 3))],
+        exe);
+    }
     for (const t of ["s32", "s64", "u8"] as const) {
       const xs = t === "u8" ? [0, 1, 2, 3, 255, 7, 16, 1, 0] : [0, 1, -1, 2, -3, 7, 65537, 1, -2];
       const ys = t === "u8" ? [0, 5, 8, 3, 2, 200, 1, 255, 0] : [0, 5, 3, 31, -1, 40, 3, -7, 63];
