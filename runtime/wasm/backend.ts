@@ -44,6 +44,11 @@ import {
   type Value,
 } from "../kernel/program.ts";
 import { type Expr, scheduleKernel } from "../kernel/schedule.ts";
+import {
+  shapesKey,
+  specializeModule,
+  valueShape as shapeOfValue,
+} from "../kernel/specialize.ts";
 import { children, isIx, type Node } from "../kernel/kir.ts";
 import { ExtTable } from "../js/emitter.ts";
 import { JsKernelRenderer } from "../js/render_kernel.ts";
@@ -592,13 +597,65 @@ function instantiateMem(linker: Linker, module: WebAssembly.Module): Mem {
   };
 }
 
+/** Most specializations kept per dynamic module (the oldest is dropped past it), as js. */
+const MAX_SPECIALIZATIONS = 32;
+
+/**
+ * A module with bounded dynamic dims: one static program per distinct set of argument dims
+ * (runtime/kernel/specialize.ts), as the js backend does; a specialization wasm declines runs
+ * on js.
+ */
+function compileDynamic(module: Module): WasmExecutable {
+  const params = module.entry.parameters;
+  const cache = new Map<string, WasmExecutable>();
+  return {
+    backend: "wasm",
+    module,
+    run(inputs: readonly EvalValue[]): EvalValue {
+      if (inputs.length !== params.length) {
+        throw new Error(
+          `wasm: module '${module.name}' takes ${params.length} argument(s), got ${inputs.length}`,
+        );
+      }
+      params.forEach((p, i) => {
+        const problem = conformanceProblem(inputs[i]!, p.shape);
+        if (problem !== null) {
+          throw new Error(`wasm: argument ${i} does not conform to ` +
+            `${shapeToString(p.shape, false)}: ${problem}`);
+        }
+      });
+      const shapes = inputs.map(shapeOfValue);
+      const key = shapesKey(shapes);
+      let exe = cache.get(key);
+      if (!exe) {
+        exe = compileStatic(specializeModule(module, shapes, "wasm"));
+        if (cache.size >= MAX_SPECIALIZATIONS) cache.delete(cache.keys().next().value!);
+        cache.set(key, exe);
+        log("perf", () => `wasm: '${module.name}' specialized for (${key})`);
+      }
+      return exe.run(inputs);
+    },
+  };
+}
+
 function compileWasm(module: Module): WasmExecutable {
   verifyModule(module);
+  let dynamic = false;
   for (const c of module.computations) {
     for (const i of c.instructions) {
-      if (isDynamic(i.shape)) return fallbackTo(module, "it has bounded dynamic dims");
+      if (i.opcode === "set-dimension-size") {
+        const size = i.operand(1).opcode;
+        if (size !== "constant" && size !== "get-dimension-size") {
+          return fallbackTo(module, `%${i.name} sets a size computed at run time`);
+        }
+      }
+      if (isDynamic(i.shape)) dynamic = true;
     }
   }
+  return dynamic ? compileDynamic(module) : compileStatic(module);
+}
+
+function compileStatic(module: Module): WasmExecutable {
   const t0 = performance.now();
   let linker: Linker;
   try {
