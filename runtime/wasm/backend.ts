@@ -550,7 +550,8 @@ class Linker {
 /** A node as an expression tree with nothing bound (a comparator, rendered inline). */
 function inlineExpr(n: Node): Expr {
   if (isIx(n) && n.op === "sum") {
-    return { e: "lin", k: n.k, terms: n.terms.map((t) => ({ x: inlineExpr(t.atom), coef: t.coef })) };
+    const terms = n.terms.map((t) => ({ x: inlineExpr(t.atom), coef: t.coef }));
+    return { e: "lin", k: n.k, terms };
   }
   return { e: "node", node: n, args: children(n).map(inlineExpr) };
 }
@@ -578,8 +579,8 @@ function instantiateMem(linker: Linker, module: WebAssembly.Module): Mem {
     memory = new WebAssembly.Memory({ initial: pages });
   } catch (e) {
     throw new Error(
-      `wasm: cannot allocate the ${linker.totalBytes}-byte memory of '${linker.program.module.name}'` +
-        `: ${(e as Error).message}`,
+      `wasm: cannot allocate the ${linker.totalBytes}-byte memory of ` +
+        `'${linker.program.module.name}': ${(e as Error).message}`,
       { cause: e },
     );
   }

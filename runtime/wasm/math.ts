@@ -4,6 +4,10 @@
 // rounding per op), so their error is the one measured there over all 2^32 inputs and they
 // run in the tolerance tier (runtime/tiers.ts TRANSCENDENTAL_ULPS). Branch-free: both sides of
 // every select are computed, so each function works on four lanes as well as on one.
+//
+// The functions native takes from libm (pow, sin, cos, tan, atan2, cbrt, fmod) are scalar f64
+// code written straight to the encoder below: each computes in f64 well below an f32 ulp and
+// rounds once, as the evaluator's double function rounded to f32 does.
 
 import type { Fn } from "./encode.ts";
 import { type E, f32Bits, hexf, type Lanes } from "./lanes.ts";
@@ -486,9 +490,10 @@ export function trigf(f: Fn, x: number, which: "sin" | "cos" | "tan"): void {
 
 /**
  * Pushes atan2(y, x) of the f32 locals as f32: t = min/max of |y|, |x| in [0, 1], reduced
- * by π/4 above tan(π/8) and halved once more (atan t = 2 atan(t / (1 + √(1 + t²)))), the Taylor
- * series to t^23 in f64, then the octant and quadrant restored, rounded once. The specials of
- * C's atan2 (signed zeros, infinities) come out of the same steps: 0/0 counts as 0, ∞/∞ as 1.
+ * by π/4 above tan(π/8) and halved once more (atan t = 2 atan(t / (1 + √(1 + t²)))), the
+ * Taylor series to t^23 in f64, then the octant and quadrant restored, rounded once. The
+ * specials of C's atan2 (signed zeros, infinities) come out of the same steps: 0/0 counts as
+ * 0, ∞/∞ as 1.
  */
 export function atan2f(f: Fn, y: number, x: number): void {
   const a = f.local("f64");

@@ -3,18 +3,20 @@
 // addresses in the one imported memory, sizes and ranges i32 — and every kernel of a program
 // goes into ONE module (identical kernels once: a function is keyed by its encoded bytes).
 // Element values compute in their own type (f32 as wasm f32: IEEE single, one rounding per
-// op, which is the evaluator's double-then-round for +, -, *, /, sqrt; s32 with wasm's
-// wrapping i32; u8 masked to 8 bits; pred as i32 0/1). The element ops are one table typed
+// op, which is the evaluator's double-then-round for +, -, *, /, sqrt; f16 and bf16 in f32
+// rounded to the type after every op; s32 with wasm's wrapping i32; u8 masked to 8 bits;
+// pred as i32 0/1). The element ops are one table typed
 // over the scalar opcodes (`wasmOps`), written with lane expressions (lanes.ts), so the same
 // entry serves the scalar loops and the SIMD128 loops; transcendental functions are the
 // polynomials of math.ts (kiln_math.h's), inline, never calls into JS.
 //
-// SIMD128: an innermost parallel loop whose body is lets and f32 stores, every load and store
-// at unit stride in the loop variable, and every value f32 (or a pred mask between a compare
-// and a select), runs four lanes per iteration with a scalar tail; anything else stays scalar
-// (NoVector); s64 elements compute as scalar i64. What the renderer cannot express (an element
-// type other than f32, s32, s64, u8 and pred; float remainder and power; sine, cosine, tan, atan2, cbrt; integer power) throws an
-// UnsupportedError naming the op, and the backend runs the module on js.
+// SIMD128: an innermost parallel loop whose body is lets and float stores, every load and
+// store at unit stride in the loop variable, and every value a float (f32, or f16/bf16 in f32
+// storage) or a pred mask between a compare and a select, runs four lanes per iteration with
+// a scalar tail; anything else stays scalar (NoVector). s64 elements compute as scalar i64;
+// power, sine, cosine, tan, atan2, cbrt and float remainder are scalar f64 code (math.ts).
+// What the renderer cannot express (an element type no kernel computes in) throws an
+// UnsupportedError naming it, and the backend runs the module on js.
 
 import type { ElementType } from "../../ir/shape.ts";
 import { UnsupportedError } from "../backend.ts";

@@ -115,7 +115,7 @@ describe("wasm kernels against the evaluator", () => {
     });
   }
 
-  it("f16 and bf16 compute in f32 and round after every op (SIMD == scalar, within the tier)", () => {
+  it("f16 and bf16 compute in f32 and round after every op (SIMD == scalar, in the tier)", () => {
     for (const t of ["f16", "bf16"] as const) {
       for (const n of [3, 9, 130]) {
         const mb = new ModuleBuilder(`wasm_${t}_${n}`);
@@ -232,7 +232,8 @@ describe("wasm kernels against the evaluator", () => {
       const mm = mi.build();
       const e = compile(mm);
       expect(e.fallback, t).toBeUndefined();
-      const lit = (v: number[]) => t === "s64" ? literal(t, [9], v.map(BigInt)) : literal(t, [9], v);
+      const lit = (v: number[]) =>
+        t === "s64" ? literal(t, [9], v.map(BigInt)) : literal(t, [9], v);
       check(mm, [lit(xs), lit(ys)], e);
     }
   });
