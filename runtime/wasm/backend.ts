@@ -10,13 +10,14 @@
 // from JavaScript: a run copies the parameters in at their offsets, calls the kernels through
 // the instance (buffer arguments are byte addresses), and copies the results out. f32 dots run
 // the generated SIMD GEMM (gemm.ts: packed panels, a register-blocked 4x8 micro-kernel);
-// the other library steps — other dots, convolutions, bitcasts — run the js backend's library
-// kernels on typed-array views of the same memory. The `tolerance` tier (runtime/tiers.ts):
-// transcendental functions are polynomials, the GEMM reassociates sums.
+// the other library steps — other dots, convolutions, bitcasts, sorts — run the js backend's
+// library kernels (or, for a sort, its comparator's spelling) on typed-array views of the same
+// memory. The `tolerance` tier (runtime/tiers.ts): transcendental functions are polynomials,
+// the GEMM sums in f32. Bounded dynamic dims: one static program per set of argument dims.
 //
-// What it cannot run (an element type wasm kernels do not compute in, an op the renderer has
-// no code for, a sort, bounded dynamic dims) runs on `js` instead, said under
-// KILN_LOGS=backend — never an error, never a wrong result. Registered below js for now.
+// What it cannot run (an element type no kernel computes in, a set-dimension-size computed at
+// run time) runs on `js` instead, said under KILN_LOGS=backend — never an error, never a wrong
+// result. Registered below js for now.
 
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { elementInfo } from "../../ir/element_types.ts";
