@@ -549,6 +549,10 @@ export class Fn {
   v128Load(offset = 0): this {
     return this.simd(0x00).memarg(4, offset);
   }
+  /** One f32 from memory in all four lanes. */
+  v128Load32Splat(offset = 0): this {
+    return this.simd(0x09).memarg(2, offset);
+  }
   v128Store(offset = 0): this {
     return this.simd(0x0b).memarg(4, offset);
   }
