@@ -4,8 +4,8 @@
 // panels [M/4][K][4] in the memory's scratch region (zero-padded), then one generated wasm
 // function runs the register-blocked micro-kernel: a 4 x 8 tile of f32 in eight v128
 // accumulators, k in order from +0 (a four-lane splat of A, by v128.load32_splat, times two
-// vectors of B per row and k), over column blocks of GEMM_NB so a block of packed B stays in cache while every A panel
-// streams past it. Full tiles store straight to the output; edge tiles through a small tile
+// vectors of B per row and k), over column blocks of GEMM_NB so a block of packed B stays in
+// cache while every A panel streams past it. Full tiles store straight to the output; edge tiles through a small tile
 // buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only where the engine validates it.
 // Sums are in k order but in f32 (the tolerance tier's reduction bound), not the evaluator's
 // double.
