@@ -5,8 +5,8 @@
 // function runs the register-blocked micro-kernel: a 4 x 8 tile of f32 in eight v128
 // accumulators, k in order from +0 (a four-lane splat of A, by v128.load32_splat, times two
 // vectors of B per row and k), over column blocks of GEMM_NB so a block of packed B stays in
-// cache while every A panel streams past it. Full tiles store straight to the output; edge tiles through a small tile
-// buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only where the engine validates it.
+// cache while every A panel streams past it. Full tiles store straight to the output; edge
+// tiles through a small tile buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only where the engine validates it.
 // Sums are in k order but in f32 (the tolerance tier's reduction bound), not the evaluator's
 // double.
 
