@@ -6,9 +6,9 @@
 // accumulators, k in order from +0 (a four-lane splat of A, by v128.load32_splat, times two
 // vectors of B per row and k), over column blocks of GEMM_NB so a block of packed B stays in
 // cache while every A panel streams past it. Full tiles store straight to the output; edge
-// tiles through a small tile buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only where the engine validates it.
-// Sums are in k order but in f32 (the tolerance tier's reduction bound), not the evaluator's
-// double.
+// tiles through a small tile buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only
+// where the engine validates it. Sums are in k order but in f32 (the tolerance tier's
+// reduction bound), not the evaluator's double.
 
 import type { DotPlan } from "../js/kernels_dot.ts";
 import { Fn, type ModuleBuilder, relaxedSimdSupported } from "./encode.ts";
