@@ -141,6 +141,49 @@ export function addGemm(mb: ModuleBuilder, fma = relaxedSimdSupported()): void {
   f.localGet(jb).i32Const(GEMM_NB).i32Add().localSet(jb);
   f.br(0).end().end(); // jb
   mb.addFunction(f, "gemm");
+  mb.addFunction(packBFn(), "gemm_pack_b");
+}
+
+/**
+ * `gemm_pack_b(src, dst, K, panels, ldb)`: the full 8-column panels of a row-major B (row
+ * stride ldb floats) into [panels][K][8], two v128 copies per row and panel.
+ */
+function packBFn(): Fn {
+  const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
+  const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
+  const jp = f.local("i32");
+  const k = f.local("i32");
+  const s = f.local("i32");
+  const d = f.local("i32");
+  f.i32Const(0).localSet(jp);
+  f.localGet(dst).localSet(d);
+  f.block().loop(); // jp
+  f.localGet(jp).localGet(panels).i32GeS().brIf(1);
+  f.localGet(src).localGet(jp).i32Const(5).i32Shl().i32Add().localSet(s);
+  f.localGet(K).localSet(k);
+  f.block().loop(); // k
+  f.localGet(k).i32Eqz().brIf(1);
+  f.localGet(d).localGet(s).v128Load().v128Store();
+  f.localGet(d).localGet(s).v128Load(16).v128Store(16);
+  f.localGet(d).i32Const(32).i32Add().localSet(d);
+  f.localGet(s).localGet(ldb).i32Const(2).i32Shl().i32Add().localSet(s);
+  f.localGet(k).i32Const(1).i32Sub().localSet(k);
+  f.br(0).end().end();
+  f.localGet(jp).i32Const(1).i32Add().localSet(jp);
+  f.br(0).end().end();
+  return f;
+}
+
+const rowMajor = new WeakMap<DotPlan, number>();
+
+/** The row stride when B is row-major over (k, n) (bK[k] = k ldb, bN[n] = n), else -1. */
+function rowMajorStride(p: DotPlan): number {
+  const { K, N, bK, bN } = p;
+  const ldb = K > 1 ? bK[1]! - bK[0]! : N;
+  if (bK[0] !== 0 || ldb < N) return -1;
+  for (let n = 0; n < N; n++) if (bN[n] !== n) return -1;
+  for (let k = 0; k < K; k++) if (bK[k] !== k * ldb) return -1;
+  return ldb;
 }
 
 interface GemmMem {
@@ -182,12 +225,17 @@ export function runGemm(
   const bpi = bp >> 2;
   const api = ap >> 2;
   const gemm = mem.exports["gemm"]!;
+  const packB = mem.exports["gemm_pack_b"]!;
+  let ldb = rowMajor.get(p);
+  if (ldb === undefined) rowMajor.set(p, (ldb = rowMajorStride(p)));
+  const full = ldb >= 0 ? Nc >> 3 : 0;
   for (let b = 0; b < nb; b++) {
     const bb = b0 + bB[b]!;
-    // B panels [nP][Kc][8], zero past Nc.
+    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major B by wasm, the rest here.
+    if (full > 0) packB(bb * 4, bp, Kc, full, ldb);
     for (let k = 0; k < Kc; k++) {
       const bk = bb + bK[k]!;
-      for (let n = 0; n < nP * NR; n++) {
+      for (let n = full * NR; n < nP * NR; n++) {
         f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
       }
     }
