@@ -142,6 +142,43 @@ export function addGemm(mb: ModuleBuilder, fma = relaxedSimdSupported()): void {
   f.br(0).end().end(); // jb
   mb.addFunction(f, "gemm");
   mb.addFunction(packBFn(), "gemm_pack_b");
+  mb.addFunction(packBtFn(), "gemm_pack_bt");
+}
+
+/**
+ * `gemm_pack_bt(src, dst, K, panels, ldb)`: the full 8-column panels of a B stored
+ * transposed (column n at src + n ldb floats, k contiguous: `x @ W^T` with W [N, K]) into
+ * [panels][K][8]: eight row pointers, one f32 each per k.
+ */
+function packBtFn(): Fn {
+  const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
+  const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
+  const jp = f.local("i32");
+  const k = f.local("i32");
+  const d = f.local("i32");
+  const rows = Array.from({ length: NR }, () => f.local("i32"));
+  f.i32Const(0).localSet(jp);
+  f.localGet(dst).localSet(d);
+  f.block().loop(); // jp
+  f.localGet(jp).localGet(panels).i32GeS().brIf(1);
+  rows.forEach((r, c) => {
+    // src + (jp * 8 + c) * ldb * 4
+    f.localGet(src).localGet(jp).i32Const(NR).i32Mul().i32Const(c).i32Add().localGet(ldb)
+      .i32Mul().i32Const(2).i32Shl().i32Add().localSet(r);
+  });
+  f.localGet(K).localSet(k);
+  f.block().loop(); // k
+  f.localGet(k).i32Eqz().brIf(1);
+  rows.forEach((r, c) => {
+    f.localGet(d).localGet(r).f32Load().f32Store(c * 4);
+    f.localGet(r).i32Const(4).i32Add().localSet(r);
+  });
+  f.localGet(d).i32Const(NR * 4).i32Add().localSet(d);
+  f.localGet(k).i32Const(1).i32Sub().localSet(k);
+  f.br(0).end().end();
+  f.localGet(jp).i32Const(1).i32Add().localSet(jp);
+  f.br(0).end().end();
+  return f;
 }
 
 /**
@@ -174,7 +211,22 @@ function packBFn(): Fn {
   return f;
 }
 
-const rowMajor = new WeakMap<DotPlan, number>();
+const layouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+
+/**
+ * How B is laid out per batch: row-major over (k, n) (`rows`: bK[k] = k ldb, bN[n] = n),
+ * transposed (`cols`: bK[k] = k, bN[n] = n ldb), or neither (packed from the offset tables).
+ */
+function bLayout(p: DotPlan): { kind: "rows" | "cols" | "other"; ld: number } {
+  const r = rowMajorStride(p);
+  if (r >= 0) return { kind: "rows", ld: r };
+  const { K, N, bK, bN } = p;
+  const ld = N > 1 ? bN[1]! - bN[0]! : K;
+  if (bN[0] !== 0 || ld < K) return { kind: "other", ld: 0 };
+  for (let k = 0; k < K; k++) if (bK[k] !== k) return { kind: "other", ld: 0 };
+  for (let n = 0; n < N; n++) if (bN[n] !== n * ld) return { kind: "other", ld: 0 };
+  return { kind: "cols", ld };
+}
 
 /** The row stride when B is row-major over (k, n) (bK[k] = k ldb, bN[n] = n), else -1. */
 function rowMajorStride(p: DotPlan): number {
@@ -225,14 +277,15 @@ export function runGemm(
   const bpi = bp >> 2;
   const api = ap >> 2;
   const gemm = mem.exports["gemm"]!;
-  const packB = mem.exports["gemm_pack_b"]!;
-  let ldb = rowMajor.get(p);
-  if (ldb === undefined) rowMajor.set(p, (ldb = rowMajorStride(p)));
-  const full = ldb >= 0 ? Nc >> 3 : 0;
+  let lay = layouts.get(p);
+  if (lay === undefined) layouts.set(p, (lay = bLayout(p)));
+  const packB = mem.exports[lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt"]!;
+  const full = lay.kind !== "other" ? Nc >> 3 : 0;
   for (let b = 0; b < nb; b++) {
     const bb = b0 + bB[b]!;
-    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major B by wasm, the rest here.
-    if (full > 0) packB(bb * 4, bp, Kc, full, ldb);
+    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major or transposed B by wasm,
+    // the rest here.
+    if (full > 0) packB(bb * 4, bp, Kc, full, lay.ld);
     for (let k = 0; k < Kc; k++) {
       const bk = bb + bK[k]!;
       for (let n = full * NR; n < nP * NR; n++) {
