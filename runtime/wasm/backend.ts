@@ -61,8 +61,11 @@ import { simdSupported } from "./encode.ts";
 import { addGemm, gemmScratchBytes, runGemm } from "./gemm.ts";
 import { WasmProgramModule } from "./render_wasm.ts";
 
-/** Test seam: `simd` false renders every loop scalar (to compare the two paths). */
-export const wasmTesting = { simd: true };
+/**
+ * Test seams: `simd` false renders every loop scalar (to compare the two paths); `decline`
+ * names an opcode the renderer then refuses (to exercise the fall back to js).
+ */
+export const wasmTesting: { simd: boolean; decline?: string } = { simd: true };
 
 export interface WasmExecutable extends Executable {
   /** Why the module runs on js instead, when it does. */
@@ -131,7 +134,7 @@ class Linker {
   readonly resultBytes: number[] = [];
 
   constructor(readonly program: Program) {
-    this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd);
+    this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd, wasmTesting.decline);
   }
 
   private take(bytes: number): number {

@@ -683,6 +683,7 @@ class KernelEmitter {
   constructor(
     private readonly sk: ScheduledKernel,
     private readonly simd: boolean,
+    private readonly declineOp?: string,
   ) {
     this.k = sk.kernel;
     const n = this.k.bufs.length + this.k.sizes + 2 * this.k.ranges;
@@ -949,6 +950,7 @@ class KernelEmitter {
         });
       }
       case "apply": {
+        if (n.opcode === this.declineOp) decline(`${n.opcode} (refused by wasmTesting.decline)`);
         const argKind = kindOf(n.argType);
         if (L.simd && (argKind === "i" || argKind === "l")) {
           throw new NoVector(`${n.argType} operands`);
@@ -1130,8 +1132,12 @@ export interface RenderedKernel {
 }
 
 /** Renders one scheduled kernel (throws UnsupportedError for what wasm does not compute). */
-export function renderWasmKernel(sk: ScheduledKernel, simd = true): RenderedKernel {
-  const em = new KernelEmitter(sk, simd);
+export function renderWasmKernel(
+  sk: ScheduledKernel,
+  simd = true,
+  declineOp?: string,
+): RenderedKernel {
+  const em = new KernelEmitter(sk, simd, declineOp);
   const fn = em.emit();
   return { fn, vectorized: em.vectorized };
 }
@@ -1143,13 +1149,17 @@ export class WasmProgramModule {
   /** Loops vectorized over all distinct kernels (for logs and tests). */
   vectorizedLoops = 0;
 
-  constructor(readonly simd = true) {
+  constructor(
+    readonly simd = true,
+    /** An opcode to refuse (a test seam: wasmTesting.decline). */
+    readonly declineOp?: string,
+  ) {
     this.builder.importMemory(0);
   }
 
   /** The export name of `sk`'s function (added unless an identical one is there). */
   add(sk: ScheduledKernel): string {
-    const r = renderWasmKernel(sk, this.simd);
+    const r = renderWasmKernel(sk, this.simd, this.declineOp);
     const key = `${r.fn.params.length}:${r.fn.localDecls().join(",")}:${r.fn.code.join(",")}`;
     const known = this.byBytes.get(key);
     if (known !== undefined) return known;

@@ -323,17 +323,25 @@ describe("wasm kernels against the evaluator", () => {
     expect(Float32Array.from(r2.data as Float32Array)).not.toEqual(keep);
   });
 
-  it("what wasm cannot compute runs on js, saying why", () => {
-    const mb = new ModuleBuilder("wasm_sine");
+  it("a module wasm declines runs on js, saying why; what js declines too is an error", () => {
+    const mb = new ModuleBuilder("wasm_declined");
     mb.entry("main", (b) => b.sin(b.parameter(arrayShape("f32", [5]))));
     const m = mb.build();
-    const exe = compile(m);
-    expect(exe.fallback).toMatch(/sine on f32/);
-    check(m, [literal("f32", [5], values(5, 3))], exe);
-    const mh = new ModuleBuilder("wasm_atan2");
-    mh.entry("main", (b) => b.op("atan2", [b.parameter(arrayShape("bf16", [5])),
-      b.parameter(arrayShape("bf16", [5]))]));
-    expect(compile(mh.build()).fallback).toMatch(/atan2 on bf16/);
+    wasmTesting.decline = "sine";
+    let exe: WasmExecutable;
+    try {
+      exe = compile(m);
+    } finally {
+      delete wasmTesting.decline;
+    }
+    expect(exe.fallback).toMatch(/sine \(refused by wasmTesting.decline\)/);
+    const inputs = [literal("f32", [5], values(5, 3))];
+    // On js: bit-identical to the evaluator.
+    expect(bits(exe.run(inputs))).toEqual(bits(evaluate(m, inputs)));
+    expect(compile(m).fallback).toBeUndefined();
+    const m64 = new ModuleBuilder("wasm_f64");
+    m64.entry("main", (b) => b.exp(b.parameter(arrayShape("f64", [5]))));
+    expect(() => compile(m64.build())).toThrow(/f64 arrays run on the interpreter only/);
   });
 });
 
