@@ -691,6 +691,11 @@ function compileStatic(module: Module): WasmExecutable {
     busy = true;
     try {
       const m = linker.mem!;
+      // The memory is never grown; were it ever, the cached views would be refreshed here.
+      if (m.u8.buffer !== m.memory.buffer) {
+        m.u8 = new Uint8Array(m.memory.buffer);
+        m.i32 = new Int32Array(m.memory.buffer);
+      }
       args.forEach((d, i) => {
         m.u8.set(new Uint8Array(d.buffer, d.byteOffset, linker.paramBytes[i]!), paramAt[i]!);
       });

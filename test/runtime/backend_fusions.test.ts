@@ -1,6 +1,6 @@
 // Differential tests of every backend against the reference evaluator on fused patterns, in the
 // backend's numerics tier (runtime/tiers.ts): `exact` backends bit-identical, `tolerance`
-// backends (native) within toleranceProblem's bound for programs. Each pattern
+// backends (native, wasm) within toleranceProblem's bound for programs. Each pattern
 // (test/runtime/fixtures/fusion_cases.ts: kLoop elementwise DAGs over data movement; kInput
 // softmax, layer norm, RMS norm, column, multi-output and variadic reductions; kOutput dots
 // and convolutions with epilogues; pools with elementwise work; an attention block) runs as an
@@ -12,7 +12,8 @@
 // each result within the tier, and the three results bitwise equal — the runtime guarantees
 // that results do not depend on the thread count (docs/runtime.md "Threads": every output
 // element is computed by one thread in an order independent of the split; csrc/gemm.c states
-// it for GEMM). The sampled cases' kernels are compiled in one batch per mode first.
+// it for GEMM). The sampled cases' kernels are compiled in one batch per mode first. wasm
+// (single-threaded, one lowering) runs every case once.
 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,7 +1,7 @@
 // Differential tests of every backend against the reference evaluator, one per opcode, in the
 // backend's numerics tier (runtime/tiers.ts): `exact` backends must be bit-identical (dot and
 // convolution included: the js kernels accumulate in double in the evaluator's order);
-// `tolerance` backends (native) within the tier's bound for the op class — integers, data
+// `tolerance` backends (native, wasm) within the tier's bound for the op class — integers, data
 // movement, selection and the basic float operations exact, transcendental functions within
 // their ulp bound, sums within c·n·eps·Σ|terms|. The cases (test/runtime/fixtures/op_cases.ts)
 // have random shapes with zero-sized dims, every element type the opcode allows, NaN, ±inf, -0
