@@ -76,6 +76,8 @@ export interface WasmExecutable extends Executable {
 
 const ALIGN = 64;
 const PAGE = 65536;
+/** Byte addresses are kept in Int32Arrays and passed as i32: at most 2 GiB (less a page). */
+const MAX_MEMORY_BYTES = 2 ** 31 - PAGE;
 
 const align = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
 
@@ -667,6 +669,10 @@ function compileStatic(module: Module): WasmExecutable {
     const program = lowerProgram(module, { backend: "wasm" });
     linker = new Linker(program);
     linker.layout();
+    if (linker.totalBytes > MAX_MEMORY_BYTES) {
+      throw new UnsupportedError("wasm", `its memory would be ${linker.totalBytes} bytes ` +
+        `(constants, parameters, results and intermediates); wasm runs up to ${MAX_MEMORY_BYTES}`);
+    }
     linker.renderKernels();
     linker.link();
   } catch (e) {
