@@ -339,6 +339,11 @@ describe("wasm kernels against the evaluator", () => {
     // On js: bit-identical to the evaluator.
     expect(bits(exe.run(inputs))).toEqual(bits(evaluate(m, inputs)));
     expect(compile(m).fallback).toBeUndefined();
+    // Past 2 GiB of memory (addresses are i32): js, decided before anything is allocated.
+    const huge = new ModuleBuilder("wasm_huge");
+    huge.entry("main", (b) => b.add(b.parameter(arrayShape("f32", [300_000_000])),
+      b.parameter(arrayShape("f32", [300_000_000]))));
+    expect(compile(huge.build()).fallback).toMatch(/its memory would be \d+ bytes/);
     const m64 = new ModuleBuilder("wasm_f64");
     m64.entry("main", (b) => b.exp(b.parameter(arrayShape("f64", [5]))));
     expect(() => compile(m64.build())).toThrow(/f64 arrays run on the interpreter only/);
