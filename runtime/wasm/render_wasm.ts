@@ -677,7 +677,7 @@ class KernelEmitter {
   private readonly scalar: Lanes;
   private readonly vector: Lanes;
   /** The loop variable being vectorized, and the store index of each buffer it writes. */
-  private vloop: { v: number; stores: Map<number, Ix> } | undefined;
+  private vloop: { v: number; stores: Map<number, Ix>; updates?: number } | undefined;
   vectorized = 0;
 
   constructor(
@@ -928,9 +928,16 @@ class KernelEmitter {
         }));
       }
       case "acc": {
-        if (L.simd) throw new NoVector("an accumulator");
         const l = this.accLocal.get(n.id);
         if (l === undefined) throw new Error(`wasm renderer: accumulator ${n.id} read before init`);
+        if (L.simd) {
+          // A vector loop updates no accumulator it reads (a reduce loop's own add is left
+          // out): this one is final here, the same in every lane.
+          if (kind !== "f" || this.vloop?.updates === n.id) {
+            throw new NoVector(`accumulator ${n.id} in its own loop`);
+          }
+          return L.raw("f", () => f.localGet(l).f32x4Splat());
+        }
         return L.get(l, kind);
       }
       case "cond": {
@@ -1074,6 +1081,35 @@ class KernelEmitter {
     return stores.size > 0 ? stores : undefined;
   }
 
+  /**
+   * A reduce loop whose body is lets and one `acc = add(acc, x)` of an f32 accumulator: the
+   * let that adds (left out of the vector body) and x. Four partial sums then run in a v128
+   * and are added to the accumulator before the scalar tail (a reassociated sum: the tolerance
+   * tier's reduction bound).
+   */
+  private reduceCandidate(s: Extract<SStmt, { s: "loop" }>):
+    { letIdx: number; acc: number; x: Expr } | undefined {
+    if (!this.simd || s.tag !== "reduce") return undefined;
+    const body = s.body;
+    const last = body[body.length - 1];
+    if (!last || last.s !== "accSet" || last.accs.length !== 1 || last.combiner !== "add") {
+      return undefined;
+    }
+    for (let i = 0; i < body.length - 1; i++) if (body[i]!.s !== "let") return undefined;
+    const v = last.values[0]!;
+    if (v.e !== "name") return undefined;
+    const letIdx = body.findIndex((b) => b.s === "let" && b.n === v.n);
+    const lt = body[letIdx];
+    if (!lt || lt.s !== "let" || lt.type !== "f32" || lt.value.e !== "node") return undefined;
+    const node = lt.value.node;
+    if (node.op !== "apply" || node.opcode !== "add" || lt.value.args.length !== 2) {
+      return undefined;
+    }
+    const [a0, a1] = lt.value.args as [Expr, Expr];
+    if (a0.e !== "node" || a0.node.op !== "acc" || a0.node.id !== last.accs[0]) return undefined;
+    return { letIdx, acc: last.accs[0]!, x: a1 };
+  }
+
   /** The index node a store's scheduled index expression stands for. */
   private origIndex(e: Expr): Ix | undefined {
     if (e.e === "name") {
@@ -1096,6 +1132,39 @@ class KernelEmitter {
       f.localSet(v);
       this.ix(s.hi);
       f.localSet(hi);
+    }
+    const red = this.reduceCandidate(s);
+    if (red) {
+      const mark = f.code.length;
+      this.vnames = new Map();
+      this.vloop = { v: s.v, stores: new Map(), updates: red.acc };
+      try {
+        const vacc = f.local("v128");
+        f.v128Const([0, 0, 0, 0]).localSet(vacc);
+        f.block().loop();
+        f.localGet(hi).localGet(v).i32Sub().i32Const(LANES).i32LtS().brIf(1);
+        this.stmts(s.body.filter((_, i) => i !== red.letIdx && i !== s.body.length - 1), true);
+        const x = this.value(red.x, this.vector);
+        f.localGet(vacc);
+        x.emit();
+        f.f32x4Add().localSet(vacc);
+        f.localGet(v).i32Const(LANES).i32Add().localSet(v).br(0);
+        f.end().end();
+        // acc += (l0 + l1) + (l2 + l3)
+        const accL = this.accLocal.get(red.acc);
+        if (accL === undefined) throw new Error("wasm renderer: a reduction before its accInit");
+        f.localGet(accL);
+        f.localGet(vacc).f32x4ExtractLane(0).localGet(vacc).f32x4ExtractLane(1).f32Add();
+        f.localGet(vacc).f32x4ExtractLane(2).localGet(vacc).f32x4ExtractLane(3).f32Add();
+        f.f32Add().f32Add().localSet(accL);
+        this.vectorized++;
+      } catch (e) {
+        if (!(e instanceof NoVector)) throw e;
+        f.code.length = mark;
+      } finally {
+        this.vnames = undefined;
+        this.vloop = undefined;
+      }
     }
     const stores = this.vectorCandidate(s);
     if (stores) {

@@ -145,6 +145,33 @@ describe("wasm kernels against the evaluator", () => {
     }
   });
 
+  it("row sums and a softmax run four partial sums per row, within the tier", () => {
+    for (const cols of [1, 3, 4, 7, 33, 1000]) {
+      const mb = new ModuleBuilder(`wasm_rowsum_${cols}`);
+      const add = mb.reducer("add", "f32");
+      const max = mb.reducer("max", "f32");
+      mb.entry("main", (b) => {
+        const x = b.parameter(arrayShape("f32", [5, cols]));
+        const zero = b.scalar("f32", 0);
+        const sum = b.reduce(b.exp(x), zero, [1], add);
+        const m = b.reduce(x, b.scalar("f32", -Infinity), [1], max);
+        const e = b.exp(b.subtract(x, b.broadcast(m, [5, cols], [0])));
+        const soft = b.divide(e, b.broadcast(b.reduce(e, zero, [1], add), [5, cols], [0]));
+        return b.tuple([sum, soft]);
+      });
+      const m = mb.build();
+      const opt = cloneModule(m);
+      optimizationPipeline().run(opt);
+      const exe = compile(opt);
+      expect(exe.fallback).toBeUndefined();
+      if (cols >= 4) expect(exe.stats!.vectorizedLoops).toBeGreaterThan(1);
+      const inputs = [literal("f32", [5, cols], values(5 * cols, cols, 6))];
+      const got = exe.run(inputs);
+      const why = toleranceProblem(m, inputs, got, evaluate(m, inputs));
+      expect(why, `cols=${cols}`).toBeNull();
+    }
+  });
+
   it("integer and pred element ops stay exact (s32 divide, shifts, u8 wrap, pred logic)", () => {
     const mb = new ModuleBuilder("wasm_ints");
     mb.entry("main", (b) => {
