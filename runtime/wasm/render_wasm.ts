@@ -13,7 +13,8 @@
 // SIMD128: an innermost parallel loop whose body is lets and float stores, every load and
 // store at unit stride in the loop variable, and every value a float (f32, or f16/bf16 in f32
 // storage) or a pred mask between a compare and a select, runs four lanes per iteration with
-// a scalar tail; anything else stays scalar (NoVector). s64 elements compute as scalar i64;
+// a scalar tail; an innermost reduce loop adding into one f32 accumulator keeps four partial
+// sums (reduceCandidate); anything else stays scalar (NoVector). s64 elements are scalar i64;
 // power, sine, cosine, tan, atan2, cbrt and float remainder are scalar f64 code (math.ts).
 // What the renderer cannot express (an element type no kernel computes in) throws an
 // UnsupportedError naming it, and the backend runs the module on js.
