@@ -3,7 +3,9 @@
 // same math with the same f32 semantics (Math.fround after every op, NaN-propagating max).
 // Prints milliseconds per run for both and their ratio (target: js within 1.5x of the loop).
 // A second row runs the exact-GELU chain gelu(x*a+b) * sigmoid(x) (erf and logistic) the same
-// way against a loop calling the evaluator's own erf, and prints ns per element.
+// way against a loop calling the evaluator's own erf, and prints ns per element. Both chains
+// also run on the wasm backend (SIMD128 loop, polynomial tanh/erf/logistic), checked within
+// the tolerance tier's program bound.
 // Run with `npm run bench:kernels` (or `npx tsx bench/elementwise.ts`).
 
 import { ModuleBuilder } from "../ir/builder.ts";
@@ -12,6 +14,8 @@ import { literal, type Literal } from "../ir/literal.ts";
 import { arrayShape } from "../ir/shape.ts";
 import { single } from "../runtime/backend.ts";
 import { jsBackend } from "../runtime/js/backend.ts";
+import { toleranceProblem } from "../runtime/tiers.ts";
+import { wasmBackend } from "../runtime/wasm/backend.ts";
 
 const N = 4 * 1024 * 1024;
 const A = 0.7978846;
@@ -72,6 +76,13 @@ console.log(`elementwise chain over ${N} f32 (one kLoop fusion)`);
 const hand = time("hand-written loop", () => handWritten(values));
 const js = time("js backend", () => exe.run([input]));
 console.log(`ratio js / hand-written: ${(js / hand).toFixed(2)}x (target <= 1.5x)`);
+const wexe = wasmBackend.compile(buildModule());
+const wasmProblem = (m: ReturnType<typeof buildModule>, e: typeof wexe, want: unknown) =>
+  toleranceProblem(m, [input], e.run([input]), want as Literal);
+const why = wasmProblem(buildModule(), wexe, exe.run([input]));
+if (why !== null) throw new Error(`wasm gelu-ish chain: ${why}`);
+const wasm = time("wasm backend", () => wexe.run([input]));
+console.log(`ratio wasm / js: ${(wasm / js).toFixed(2)}x`);
 
 // ---- exact GELU times sigmoid: 0.5 u (1 + erf(u / sqrt 2)) * logistic(x), u = x*a + b --------
 
@@ -114,6 +125,11 @@ for (let i = 0; i < N; i++) {
 console.log(`exact gelu(x*a+b) * sigmoid(x) over ${N} f32 (one kLoop fusion)`);
 const hand2 = time("hand-written loop", () => geluSigmoidByHand(values));
 const js2 = time("js backend", () => exe2.run([input]));
+const wexe2 = wasmBackend.compile(buildGeluSigmoid());
+const why2 = wasmProblem(buildGeluSigmoid(), wexe2, exe2.run([input]));
+if (why2 !== null) throw new Error(`wasm gelu*sigmoid: ${why2}`);
+const wasm2 = time("wasm backend", () => wexe2.run([input]));
 const ns = (ms: number) => ((ms * 1e6) / N).toFixed(1);
 const ratio2 = (js2 / hand2).toFixed(2);
-console.log(`ns/element: hand-written ${ns(hand2)}, js ${ns(js2)}; ratio ${ratio2}x`);
+console.log(`ns/element: hand-written ${ns(hand2)}, js ${ns(js2)}, wasm ${ns(wasm2)}; ` +
+  `ratio js / hand ${ratio2}x`);

@@ -1,14 +1,17 @@
 // Matmul benchmark: f32 [n, n] x [n, n] as one `dot` module. Prints GFLOP/s (2 n^3 flops per
 // run) of a naive i-j-k triple loop over Float32Arrays (double accumulator), of the
 // interpreter backend (the reference evaluator; a smaller size, it is slow), and of the js
-// backend (packed, register-blocked kernel) at 256, 512 and 1024. Target: js at 512 >= 3x the
-// naive loop. Run with `npm run bench:kernels` (or `npx tsx bench/matmul.ts`).
+// backend (packed, register-blocked kernel) and of the wasm backend (generated SIMD128 GEMM:
+// packed panels, a 4x8 micro-kernel in v128 accumulators; checked within the tolerance tier's
+// sum bound) at 256, 512 and 1024. Target: js at 512 >= 3x the naive loop. Run with
+// `npm run bench:kernels` (or `npx tsx bench/matmul.ts`).
 
 import { ModuleBuilder } from "../ir/builder.ts";
 import { literal, type Literal } from "../ir/literal.ts";
 import { arrayShape } from "../ir/shape.ts";
 import { getBackend, single } from "../runtime/backend.ts";
 import { jsBackend } from "../runtime/js/backend.ts";
+import { wasmBackend } from "../runtime/wasm/backend.ts";
 import "../runtime/interpreter.ts";
 
 function dotModule(n: number) {
@@ -86,6 +89,21 @@ for (const n of [128, 256, 512, 1024]) {
   const j = gflops(n, () => exe.run(inputs));
   report("js backend", n, j);
   results.set(`js${n}`, j);
+  const wexe = wasmBackend.compile(m);
+  const wout = single(wexe.run(inputs)).data as Float32Array;
+  for (let i = 0; i < n * n; i++) {
+    // f32 sums in k order: within n * eps * Σ|terms| (inputs are in [-1, 1]).
+    if (!(Math.abs(wout[i]! - ref[i]!) <= 2 * n * 2 ** -23 * n)) {
+      throw new Error(`wasm dot differs at ${i}: ${wout[i]} vs ${ref[i]}`);
+    }
+  }
+  const w = gflops(n, () => wexe.run(inputs));
+  report("wasm backend", n, w);
+  results.set(`wasm${n}`, w);
+}
+for (const n of [256, 512, 1024]) {
+  const r = results.get(`wasm${n}`)! / results.get(`js${n}`)!;
+  console.log(`wasm / js at ${n}: ${r.toFixed(2)}x`);
 }
 const speedup = results.get("js512")! / results.get("naive512")!;
 console.log(`js / naive at 512: ${speedup.toFixed(2)}x (target >= 3x)`);

@@ -3,6 +3,7 @@
 import "./interpreter.ts";
 import "./js/backend.ts";
 import "./native/backend.ts";
+import "./wasm/backend.ts";
 
 export {
   type Backend,
@@ -26,6 +27,7 @@ export {
   withNativeThreads,
 } from "./native/backend.ts";
 export { nativeStatus } from "./native/toolchain.ts";
+export { wasmBackend, type WasmExecutable } from "./wasm/backend.ts";
 export { toleranceProblem } from "./tiers.ts";
 export {
   ProgramCache,

@@ -1,6 +1,6 @@
 // Differential tests of every backend against the reference evaluator on fused patterns, in the
 // backend's numerics tier (runtime/tiers.ts): `exact` backends bit-identical, `tolerance`
-// backends (native) within toleranceProblem's bound for programs. Each pattern
+// backends (native, wasm) within toleranceProblem's bound for programs. Each pattern
 // (test/runtime/fixtures/fusion_cases.ts: kLoop elementwise DAGs over data movement; kInput
 // softmax, layer norm, RMS norm, column, multi-output and variadic reductions; kOutput dots
 // and convolutions with epilogues; pools with elementwise work; an attention block) runs as an
@@ -12,7 +12,8 @@
 // each result within the tier, and the three results bitwise equal — the runtime guarantees
 // that results do not depend on the thread count (docs/runtime.md "Threads": every output
 // element is computed by one thread in an order independent of the split; csrc/gemm.c states
-// it for GEMM). The sampled cases' kernels are compiled in one batch per mode first.
+// it for GEMM). The sampled cases' kernels are compiled in one batch per mode first. wasm
+// (single-threaded, one lowering) runs every case once.
 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -177,9 +178,15 @@ for (const backend of backendNames().filter((b) => b !== "interpreter")) {
         expect(Object.keys(largeSpecs()).sort()).toEqual([...patternNames].sort());
       });
 
-      for (const mode of ["never", "always"] as const) {
+      // Lowering modes and thread counts are native's; another tolerance backend (wasm) runs
+      // each case once, single-threaded.
+      const native = backend === "native";
+      const modes = native ? (["never", "always"] as const) : (["never"] as const);
+      const threads: readonly number[] = native ? THREADS : [1];
+      for (const mode of modes) {
         describe(mode === "never" ? "static kernels" : "shape-generic kernels", () => {
           beforeAll(() => {
+            if (!native) return;
             nativeTesting.generic = mode;
             try {
               prepareNative([...samples().values()].flat().map((c) => c.module));
@@ -201,22 +208,23 @@ for (const backend of backendNames().filter((b) => b !== "interpreter")) {
                   nativeTesting.generic = "auto";
                 }
                 const results: EvalValue[] = [];
-                for (const n of THREADS) {
-                  const got = withNativeThreads(n, () => exe.run(c.inputs));
+                for (const n of threads) {
+                  const got = native ? withNativeThreads(n, () => exe.run(c.inputs))
+                    : exe.run(c.inputs);
                   const why = problem(backend, c, got);
                   const where = `, ${mode === "never" ? "static" : "shape-generic"} kernels, ` +
                     `${n} thread(s)${exe.fallback ? `, on js: ${exe.fallback}` : ""}`;
                   if (why !== null) throw new Error(report(backend, c, why, got, where));
                   results.push(got);
                 }
-                for (let t = 1; t < THREADS.length; t++) {
+                for (let t = 1; t < threads.length; t++) {
                   const diff = bitsDiffer(results[0]!, results[t]!);
                   if (diff !== null) {
                     throw new Error(
                       `${backend}: ${c.pattern} (${c.form} form, ${c.about}, ${mode} kernels) ` +
-                        `is not bitwise equal at 1 and ${THREADS[t]} threads: ${diff}\n` +
+                        `is not bitwise equal at 1 and ${threads[t]} threads: ${diff}\n` +
                         `${printHlo(c.module)}\ninputs: ${c.inputs.map(show).join("; ")}\n` +
-                        `1 thread: ${show(results[0]!)}\n${THREADS[t]} threads: ` +
+                        `1 thread: ${show(results[0]!)}\n${threads[t]} threads: ` +
                         `${show(results[t]!)}`,
                     );
                   }

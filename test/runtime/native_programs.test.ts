@@ -154,7 +154,7 @@ maybe("native programs across processes", () => {
       KILN_CC: "/nonexistent/cc",
       KILN_LOGS: "backend",
     });
-    expect(out["names"]).toEqual(["js", "interpreter"]);
+    expect(out["names"]).toEqual(["js", "wasm", "interpreter"]);
     expect(out["default"]).toBe("js");
     expect(err).toMatch(/native: not available \(no C compiler found \(KILN_CC=\/nonexistent\/cc/);
   }, 120_000);

@@ -1,0 +1,308 @@
+// The wasm backend's f32 GEMM: out[b, m, n] = Σ_k A[b, m, k] B[b, k, n] for any dot_general
+// (the js backend's canonical-form plan, kernels_dot.ts, addresses any layout by offset
+// tables). Per batch, JavaScript packs B into 8-column panels [N/8][K][8] and A into 4-row
+// panels [M/4][K][4] in the memory's scratch region (zero-padded), then one generated wasm
+// function runs the register-blocked micro-kernel: a 4 x 8 tile of f32 in eight v128
+// accumulators, k in order from +0 (a four-lane splat of A, by v128.load32_splat, times two
+// vectors of B per row and k), over column blocks of GEMM_NB so a block of packed B stays in
+// cache while every A panel streams past it. Full tiles store straight to the output; edge
+// tiles through a small tile buffer. Relaxed-SIMD FMA (`f32x4.relaxed_madd`) is used only
+// where the engine validates it. Sums are in k order but in f32 (the tolerance tier's
+// reduction bound), not the evaluator's double.
+
+import type { DotPlan } from "../js/kernels_dot.ts";
+import { Fn, type ModuleBuilder, relaxedSimdSupported } from "./encode.ts";
+
+/** Columns per cache block of packed B. */
+export const GEMM_NB = 128;
+/** Rows of the micro-kernel's tile (6 measured slower: V8 spills its twelve accumulators). */
+const MR = 4;
+const NR = 8;
+
+const TILE_BYTES = MR * NR * 4;
+
+/** Scratch bytes a plan's packing needs (packed B, packed A, the edge tile). */
+export function gemmScratchBytes(p: DotPlan): number {
+  const nP = Math.ceil(p.N / NR) * NR;
+  const mP = Math.ceil(p.M / MR) * MR;
+  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES + 64;
+}
+
+/** Adds the exported function `gemm(ap, bp, c, M, N, K, ldc, tp)` to a module. */
+export function addGemm(mb: ModuleBuilder, fma = relaxedSimdSupported()): void {
+  const P = { ap: 0, bp: 1, c: 2, M: 3, N: 4, K: 5, ldc: 6, tp: 7 };
+  const f = new Fn(Array.from({ length: 8 }, () => "i32" as const), []);
+  const jb = f.local("i32");
+  const jbEnd = f.local("i32");
+  const ip = f.local("i32");
+  const jp = f.local("i32");
+  const k = f.local("i32");
+  const pa = f.local("i32");
+  const pb = f.local("i32");
+  const mr = f.local("i32");
+  const nc = f.local("i32");
+  const crow = f.local("i32");
+  const r = f.local("i32");
+  const cc = f.local("i32");
+  const acc = Array.from({ length: MR * 2 }, () => f.local("v128"));
+  const b0 = f.local("v128");
+  const b1 = f.local("v128");
+  const a = f.local("v128");
+  const ldcBytes = f.local("i32");
+
+  const min = (x: () => void, y: () => void, tmpA: number) => {
+    // tmpA = y < x ? y : x
+    x();
+    f.localSet(tmpA);
+    y();
+    f.localGet(tmpA);
+    y();
+    f.localGet(tmpA);
+    f.i32LtS();
+    f.select();
+    f.localSet(tmpA);
+  };
+  const madd = (accL: number, bv: number) => {
+    if (fma) {
+      f.localGet(a).localGet(bv).localGet(accL).f32x4RelaxedMadd().localSet(accL);
+    } else {
+      f.localGet(accL).localGet(a).localGet(bv).f32x4Mul().f32x4Add().localSet(accL);
+    }
+  };
+
+  f.localGet(P.ldc).i32Const(2).i32Shl().localSet(ldcBytes);
+  f.i32Const(0).localSet(jb);
+  f.block().loop(); // jb
+  f.localGet(jb).localGet(P.N).i32GeS().brIf(1);
+  min(() => f.localGet(jb).i32Const(GEMM_NB).i32Add(), () => f.localGet(P.N), jbEnd);
+  f.i32Const(0).localSet(ip);
+  f.block().loop(); // ip
+  f.localGet(ip).localGet(P.M).i32GeS().brIf(1);
+  min(() => f.i32Const(MR), () => f.localGet(P.M).localGet(ip).i32Sub(), mr);
+  f.localGet(jb).localSet(jp);
+  f.block().loop(); // jp
+  f.localGet(jp).localGet(jbEnd).i32GeS().brIf(1);
+  for (const l of acc) f.v128Const([0, 0, 0, 0]).localSet(l);
+  // pa = ap + ip * K * 4 bytes (panel ip/4 of K*16 bytes); pb = bp + jp * K * 4.
+  f.localGet(P.ap).localGet(ip).localGet(P.K).i32Mul().i32Const(2).i32Shl().i32Add()
+    .localSet(pa);
+  f.localGet(P.bp).localGet(jp).localGet(P.K).i32Mul().i32Const(2).i32Shl().i32Add()
+    .localSet(pb);
+  f.localGet(P.K).localSet(k);
+  // One k step per iteration: two vectors of B, each row's A splat (v128.load32_splat),
+  // eight multiply-adds. (Unrolling by 2 or 4 measured slower: V8 spills the accumulators.)
+  f.block().loop(); // k
+  f.localGet(k).i32Eqz().brIf(1);
+  f.localGet(pb).v128Load().localSet(b0);
+  f.localGet(pb).v128Load(16).localSet(b1);
+  for (let row = 0; row < MR; row++) {
+    f.localGet(pa).v128Load32Splat(row * 4).localSet(a);
+    madd(acc[2 * row]!, b0);
+    madd(acc[2 * row + 1]!, b1);
+  }
+  f.localGet(pa).i32Const(MR * 4).i32Add().localSet(pa);
+  f.localGet(pb).i32Const(NR * 4).i32Add().localSet(pb);
+  f.localGet(k).i32Const(1).i32Sub().localSet(k);
+  f.br(0).end().end(); // k
+  min(() => f.i32Const(NR), () => f.localGet(P.N).localGet(jp).i32Sub(), nc);
+  // crow = c + (ip * ldc + jp) * 4
+  f.localGet(P.c).localGet(ip).localGet(P.ldc).i32Mul().localGet(jp).i32Add().i32Const(2)
+    .i32Shl().i32Add().localSet(crow);
+  f.localGet(mr).i32Const(MR).i32Eq().localGet(nc).i32Const(NR).i32Eq().i32And();
+  f.if();
+  for (let row = 0; row < MR; row++) {
+    f.localGet(crow).localGet(acc[2 * row]!).v128Store();
+    f.localGet(crow).localGet(acc[2 * row + 1]!).v128Store(16);
+    f.localGet(crow).localGet(ldcBytes).i32Add().localSet(crow);
+  }
+  f.else();
+  for (let row = 0; row < MR; row++) {
+    f.localGet(P.tp).localGet(acc[2 * row]!).v128Store(row * 32);
+    f.localGet(P.tp).localGet(acc[2 * row + 1]!).v128Store(row * 32 + 16);
+  }
+  f.i32Const(0).localSet(r);
+  f.block().loop(); // r
+  f.localGet(r).localGet(mr).i32GeS().brIf(1);
+  f.i32Const(0).localSet(cc);
+  f.block().loop(); // cc
+  f.localGet(cc).localGet(nc).i32GeS().brIf(1);
+  f.localGet(crow).localGet(r).localGet(ldcBytes).i32Mul().i32Add().localGet(cc).i32Const(2)
+    .i32Shl().i32Add();
+  f.localGet(P.tp).localGet(r).i32Const(5).i32Shl().i32Add().localGet(cc).i32Const(2).i32Shl()
+    .i32Add().f32Load();
+  f.f32Store();
+  f.localGet(cc).i32Const(1).i32Add().localSet(cc).br(0).end().end(); // cc
+  f.localGet(r).i32Const(1).i32Add().localSet(r).br(0).end().end(); // r
+  f.end(); // if
+  f.localGet(jp).i32Const(NR).i32Add().localSet(jp);
+  f.br(0).end().end(); // jp
+  f.localGet(ip).i32Const(MR).i32Add().localSet(ip);
+  f.br(0).end().end(); // ip
+  f.localGet(jb).i32Const(GEMM_NB).i32Add().localSet(jb);
+  f.br(0).end().end(); // jb
+  mb.addFunction(f, "gemm");
+  mb.addFunction(packBFn(), "gemm_pack_b");
+  mb.addFunction(packBtFn(), "gemm_pack_bt");
+}
+
+/**
+ * `gemm_pack_bt(src, dst, K, panels, ldb)`: the full 8-column panels of a B stored
+ * transposed (column n at src + n ldb floats, k contiguous: `x @ W^T` with W [N, K]) into
+ * [panels][K][8]: eight row pointers, one f32 each per k.
+ */
+function packBtFn(): Fn {
+  const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
+  const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
+  const jp = f.local("i32");
+  const k = f.local("i32");
+  const d = f.local("i32");
+  const rows = Array.from({ length: NR }, () => f.local("i32"));
+  f.i32Const(0).localSet(jp);
+  f.localGet(dst).localSet(d);
+  f.block().loop(); // jp
+  f.localGet(jp).localGet(panels).i32GeS().brIf(1);
+  rows.forEach((r, c) => {
+    // src + (jp * 8 + c) * ldb * 4
+    f.localGet(src).localGet(jp).i32Const(NR).i32Mul().i32Const(c).i32Add().localGet(ldb)
+      .i32Mul().i32Const(2).i32Shl().i32Add().localSet(r);
+  });
+  f.localGet(K).localSet(k);
+  f.block().loop(); // k
+  f.localGet(k).i32Eqz().brIf(1);
+  rows.forEach((r, c) => {
+    f.localGet(d).localGet(r).f32Load().f32Store(c * 4);
+    f.localGet(r).i32Const(4).i32Add().localSet(r);
+  });
+  f.localGet(d).i32Const(NR * 4).i32Add().localSet(d);
+  f.localGet(k).i32Const(1).i32Sub().localSet(k);
+  f.br(0).end().end();
+  f.localGet(jp).i32Const(1).i32Add().localSet(jp);
+  f.br(0).end().end();
+  return f;
+}
+
+/**
+ * `gemm_pack_b(src, dst, K, panels, ldb)`: the full 8-column panels of a row-major B (row
+ * stride ldb floats) into [panels][K][8], two v128 copies per row and panel.
+ */
+function packBFn(): Fn {
+  const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
+  const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
+  const jp = f.local("i32");
+  const k = f.local("i32");
+  const s = f.local("i32");
+  const d = f.local("i32");
+  f.i32Const(0).localSet(jp);
+  f.localGet(dst).localSet(d);
+  f.block().loop(); // jp
+  f.localGet(jp).localGet(panels).i32GeS().brIf(1);
+  f.localGet(src).localGet(jp).i32Const(5).i32Shl().i32Add().localSet(s);
+  f.localGet(K).localSet(k);
+  f.block().loop(); // k
+  f.localGet(k).i32Eqz().brIf(1);
+  f.localGet(d).localGet(s).v128Load().v128Store();
+  f.localGet(d).localGet(s).v128Load(16).v128Store(16);
+  f.localGet(d).i32Const(32).i32Add().localSet(d);
+  f.localGet(s).localGet(ldb).i32Const(2).i32Shl().i32Add().localSet(s);
+  f.localGet(k).i32Const(1).i32Sub().localSet(k);
+  f.br(0).end().end();
+  f.localGet(jp).i32Const(1).i32Add().localSet(jp);
+  f.br(0).end().end();
+  return f;
+}
+
+const layouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+
+/**
+ * How B is laid out per batch: row-major over (k, n) (`rows`: bK[k] = k ldb, bN[n] = n),
+ * transposed (`cols`: bK[k] = k, bN[n] = n ldb), or neither (packed from the offset tables).
+ */
+function bLayout(p: DotPlan): { kind: "rows" | "cols" | "other"; ld: number } {
+  const r = rowMajorStride(p);
+  if (r >= 0) return { kind: "rows", ld: r };
+  const { K, N, bK, bN } = p;
+  const ld = N > 1 ? bN[1]! - bN[0]! : K;
+  if (bN[0] !== 0 || ld < K) return { kind: "other", ld: 0 };
+  for (let k = 0; k < K; k++) if (bK[k] !== k) return { kind: "other", ld: 0 };
+  for (let n = 0; n < N; n++) if (bN[n] !== n * ld) return { kind: "other", ld: 0 };
+  return { kind: "cols", ld };
+}
+
+/** The row stride when B is row-major over (k, n) (bK[k] = k ldb, bN[n] = n), else -1. */
+function rowMajorStride(p: DotPlan): number {
+  const { K, N, bK, bN } = p;
+  const ldb = K > 1 ? bK[1]! - bK[0]! : N;
+  if (bK[0] !== 0 || ldb < N) return -1;
+  for (let n = 0; n < N; n++) if (bN[n] !== n) return -1;
+  for (let k = 0; k < K; k++) if (bK[k] !== k * ldb) return -1;
+  return ldb;
+}
+
+interface GemmMem {
+  readonly memory: WebAssembly.Memory;
+  readonly exports: Record<string, (...args: number[]) => void>;
+}
+
+/**
+ * Runs an f32 dot over the memory: A, B and out are byte addresses of the operands (laid out
+ * as the plan says) and of the [batch, M, N] output; rows m < mLim, columns n < nLim and
+ * contracting positions k < kLim are computed (extent hints, as the js kernel). `epi(lo, hi)`
+ * runs on each batch's finished rows.
+ */
+export function runGemm(
+  mem: GemmMem,
+  p: DotPlan,
+  A: number,
+  B: number,
+  out: number,
+  scratch: number,
+  epi: ((lo: number, hi: number) => void) | null,
+  mLim = p.M,
+  nLim = p.N,
+  kLim = p.K,
+): void {
+  const { nb, M, N, K, aB, aM, aK, bB, bK, bN } = p;
+  const Mc = mLim < M ? mLim : M;
+  const Nc = nLim < N ? nLim : N;
+  const Kc = kLim < K ? (kLim > 0 ? kLim : 0) : K;
+  if (nb * Mc * Nc === 0) return;
+  const f32 = new Float32Array(mem.memory.buffer);
+  const nP = Math.ceil(Nc / NR);
+  const mP = Math.ceil(Mc / MR);
+  const bp = scratch;
+  const ap = bp + nP * NR * Kc * 4;
+  const tp = ap + mP * MR * Kc * 4;
+  const a0 = A >> 2;
+  const b0 = B >> 2;
+  const bpi = bp >> 2;
+  const api = ap >> 2;
+  const gemm = mem.exports["gemm"]!;
+  let lay = layouts.get(p);
+  if (lay === undefined) layouts.set(p, (lay = bLayout(p)));
+  const packB = mem.exports[lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt"]!;
+  const full = lay.kind !== "other" ? Nc >> 3 : 0;
+  for (let b = 0; b < nb; b++) {
+    const bb = b0 + bB[b]!;
+    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major or transposed B by wasm,
+    // the rest here.
+    if (full > 0) packB(bb * 4, bp, Kc, full, lay.ld);
+    for (let k = 0; k < Kc; k++) {
+      const bk = bb + bK[k]!;
+      for (let n = full * NR; n < nP * NR; n++) {
+        f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
+      }
+    }
+    const ab = a0 + aB[b]!;
+    for (let m = 0; m < mP * MR; m++) {
+      const o = api + (m >> 2) * Kc * MR + (m & 3);
+      if (m < Mc) {
+        const am = ab + aM[m]!;
+        for (let k = 0; k < Kc; k++) f32[o + k * MR] = f32[am + aK[k]!]!;
+      } else {
+        for (let k = 0; k < Kc; k++) f32[o + k * MR] = 0;
+      }
+    }
+    gemm(ap, bp, out + b * M * N * 4, Mc, Nc, Kc, N, tp);
+    if (epi) epi(b * M, b * M + Mc);
+  }
+}
