@@ -7,7 +7,8 @@
 // step. Ratios are against eager in the same run. Full-size rows run 1 + 2 steps.
 // Prints a table; never used by tests.
 //
-//   npm run bench:train            (or: npx tsx bench/train.ts [--steps 5] [--quick])
+//   npm run bench:train            (or: npx tsx bench/train.ts [--steps 5] [--quick]
+//                                   [--only "GPT-2 small,ResNet-18"] [--modes eager,compiled])
 
 import { compile, randint, type Tensor } from "../index.ts";
 import { classifierStep, createModel, imageBatch, lazyStep, lmStep } from "../examples/training.ts";
@@ -98,7 +99,17 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-const modes: Mode[] = ["eager", "lazy", "compiled"];
+// --only a,b: the workloads whose names contain one of the strings; --modes eager,compiled: the
+// modes to run (the others' cells print "-").
+const onlyAt = argv.indexOf("--only");
+const only = onlyAt >= 0 ? argv[onlyAt + 1]!.split(",") : undefined;
+const modesAt = argv.indexOf("--modes");
+const modes: Mode[] = modesAt >= 0
+  ? (argv[modesAt + 1]!.split(",") as Mode[])
+  : ["eager", "lazy", "compiled"];
+for (const m of modes) {
+  if (!["eager", "lazy", "compiled"].includes(m)) throw new Error(`bench:train: unknown mode ${m}`);
+}
 console.log(
   `Training steps (AdamW), default backend ${getBackend().name}; ${WARMUP} warm-up ` +
     `(compiled: ${COMPILED_WARMUP}) + ${STEPS} timed steps, median`,
@@ -107,7 +118,8 @@ console.log("");
 console.log("| workload | eager steps/s | lazy steps/s | compiled steps/s | lazy / eager | compiled / eager | compiled: mode, programs | first eager step / first compiled call |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |");
 for (const w of workloads) {
-  const perMode: Record<Mode, number> = { eager: 0, lazy: 0, compiled: 0 };
+  if (only && !only.some((o) => w.name.includes(o))) continue;
+  const perMode: Record<Mode, number> = { eager: NaN, lazy: NaN, compiled: NaN };
   let first = 0;
   let firstCompiled = 0;
   let how = "";
@@ -129,11 +141,12 @@ for (const w of workloads) {
     perMode[m] = 1000 / median(times);
     if (m === "compiled") how = `${made.stats().mode}, ${made.stats().compiles}`;
   }
-  const f = (v: number) => (v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toFixed(3));
+  const f = (v: number) =>
+    Number.isNaN(v) ? "-" : v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toFixed(3);
   console.log(
     `| ${w.name} | ${f(perMode.eager)} | ${f(perMode.lazy)} | ${f(perMode.compiled)} | ` +
-      `${(perMode.lazy / perMode.eager).toFixed(2)}x | ` +
-      `${(perMode.compiled / perMode.eager).toFixed(2)}x | ${how} | ` +
+      `${f(perMode.lazy / perMode.eager)}x | ` +
+      `${f(perMode.compiled / perMode.eager)}x | ${how} | ` +
       `${(first / 1000).toFixed(1)} s / ${(firstCompiled / 1000).toFixed(1)} s |`,
   );
 }
