@@ -342,6 +342,34 @@ export const RULES: readonly Rule[] = [
     return b.op("dot", [l.x, r.x], { dot: next }, [], i.shape);
   }),
 
+  // transpose(dot(a, b)) → dot(b, a), when the transpose swaps the dot's lhs-free and
+  // rhs-free blocks (batch dims first, in place; each block keeps its order) and nothing else
+  // reads the dot: a weight gradient's dot is often made as dW^T and transposed back to the
+  // weight's layout, a full pass over the weight. Exact: each output element is the same
+  // products (commuted) accumulated over the same contracting positions in the same order.
+  rule("transpose-dot", ["transpose"], (i, b) => {
+    const d = i.operand(0);
+    const dn = d.attrs.dot;
+    if (d.opcode !== "dot" || !dn || d.users.length !== 1) return undefined;
+    const ls = arrayShapeOf(d.operand(0).shape);
+    const rs = arrayShapeOf(d.operand(1).shape);
+    if (!ls || !rs) return undefined;
+    const nb = dn.lhsBatch.length;
+    const nl = ls.dims.length - nb - dn.lhsContracting.length;
+    const nr = rs.dims.length - nb - dn.rhsContracting.length;
+    if (nl === 0 || nr === 0) return undefined;
+    const want = [...iota(nb), ...iota(nr).map((k) => nb + nl + k), ...iota(nl).map((k) => nb + k)];
+    const perm = i.attrs.dimensions ?? [];
+    if (perm.length !== want.length || perm.some((p, k) => p !== want[k])) return undefined;
+    const next: DotDimensionNumbers = {
+      lhsBatch: [...dn.rhsBatch],
+      rhsBatch: [...dn.lhsBatch],
+      lhsContracting: [...dn.rhsContracting],
+      rhsContracting: [...dn.lhsContracting],
+    };
+    return b.op("dot", [d.operand(1), d.operand(0)], { dot: next }, [], i.shape);
+  }),
+
   // reduce over dims of size 1 → reshape(x), when the init e is the reducer's exact identity
   // (op(e, x) == x bit for bit: -0 for float add, -inf for max, ...), so reducing one element
   // returns it. add with init +0 is NOT exact for floats (+0 + -0 = +0) and is left alone.

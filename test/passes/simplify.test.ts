@@ -502,6 +502,50 @@ const SIMPLIFIER_CASES: Case[] = [
   ROOT keep_dot = f32[4,5,3] dot(keep_a, keep_bt),
     lhs_contracting_dims={0}, rhs_contracting_dims={2}`),
   },
+  {
+    name: "transpose-dot: a transposed product is the product of the swapped operands",
+    input: entry(`
+  keep_a = f32[3,2] parameter(0)
+  keep_b = f32[3,4] parameter(1)
+  dead_dot = f32[2,4] dot(keep_a, keep_b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT dead_t = f32[4,2] transpose(dead_dot), dimensions={1,0}`),
+    expected: entry(`
+  keep_a = f32[3,2] parameter(0)
+  keep_b = f32[3,4] parameter(1)
+  ROOT dot.1 = f32[4,2] dot(keep_b, keep_a),
+    lhs_contracting_dims={0}, rhs_contracting_dims={0}`),
+  },
+  {
+    name: "transpose-dot: batch dims stay first, the free blocks swap",
+    input: entry(`
+  keep_a = f32[2,5,3] parameter(0)
+  keep_b = f32[2,3,4,6] parameter(1)
+  dead_dot = f32[2,5,4,6] dot(keep_a, keep_b),
+    lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT dead_t = f32[2,4,6,5] transpose(dead_dot), dimensions={0,2,3,1}`),
+    expected: entry(`
+  keep_a = f32[2,5,3] parameter(0)
+  keep_b = f32[2,3,4,6] parameter(1)
+  ROOT dot.1 = f32[2,4,6,5] dot(keep_b, keep_a),
+    lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}`),
+  },
+  {
+    name: "transpose-dot does NOT fire when the dot has another user",
+    input: entry(`
+  keep_a = f32[3,2] parameter(0)
+  keep_b = f32[3,4] parameter(1)
+  keep_dot = f32[2,4] dot(keep_a, keep_b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  keep_t = f32[4,2] transpose(keep_dot), dimensions={1,0}
+  ROOT keep_r = (f32[2,4], f32[4,2]) tuple(keep_dot, keep_t)`),
+  },
+  {
+    name: "transpose-dot does NOT fire when the transpose reorders inside a free block",
+    input: entry(`
+  keep_a = f32[3,2,5] parameter(0)
+  keep_b = f32[3,4] parameter(1)
+  keep_dot = f32[2,5,4] dot(keep_a, keep_b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT keep_t = f32[4,5,2] transpose(keep_dot), dimensions={2,1,0}`),
+  },
   // ---- reduce
   {
     name: "reduce-one: an s32 sum over a size-1 dim is a reshape",
