@@ -49,13 +49,13 @@ export function capture(
   return { explanation, captured };
 }
 
-/** The program or a one-line error saying why there is no single graph. */
-export function requireGraph(model: LoadedModel, c: Capture): Module {
+/** The program or a one-line error saying why there is no single graph (to `verb`). */
+export function requireGraph(model: LoadedModel, c: Capture, verb = "dump"): Module {
   if (c.captured) return c.captured;
   const why = c.explanation.replayReasons[0];
   throw new CliError(
     EXIT.model,
-    `'${model.name}' runs in replay mode (no single graph to dump)` +
+    `'${model.name}' runs in replay mode (no single graph to ${verb})` +
       (why ? `: ${why.where}: ${why.reason}` : "") +
       ` — see kiln explain`,
   );

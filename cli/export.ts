@@ -16,7 +16,7 @@ import type { Instruction, Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
 import { moduleToProto } from "../ir/proto.ts";
 import { arrayShape, shapeToString } from "../ir/shape.ts";
-import { compileOptionsFor } from "./capture.ts";
+import { compileOptionsFor, requireGraph } from "./capture.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { argsFor, type LoadedModel, userCode } from "./load.ts";
 import { formatSpec, type SizeSpec } from "./spec.ts";
@@ -54,17 +54,10 @@ export function exportCommand(
   const cap = userCode(model.name, `tracing on ${formatSpec(o.spec ?? {})}`, () =>
     captureProgram(model.target, compileOptionsFor(model, "interpreter"), ...args),
   );
-  if (!cap.module) {
-    const why = cap.explanation.replayReasons[0];
-    throw new CliError(
-      EXIT.model,
-      `'${model.name}' runs in replay mode (no single graph to export)` +
-        (why ? `: ${why.where}: ${why.reason}` : "") +
-        ` — see kiln explain`,
-    );
-  }
+  const captured = requireGraph(model, { explanation: cap.explanation, captured: cap.module },
+    "export");
   const { module, parameters } = exportedProgram(
-    cap.module,
+    captured,
     cap.explanation.parameters,
     cap.values,
     weights,
