@@ -93,6 +93,9 @@ const BASE_CFLAGS = [
   "-std=gnu11",
   "-pthread",
   "-ffp-contract=fast",
+  // sqrtf then compiles to the vector instruction: errno (never read) kept it a scalar call,
+  // and the loop around it scalar (sqrt(x) + eps over 38.6M floats: 60-84 ms -> 28 ms).
+  "-fno-math-errno",
   "-fvisibility=hidden",
 ] as const;
 
@@ -488,7 +491,8 @@ function probeMemoKey(env: NodeJS.ProcessEnv): string | undefined {
   const cpu = cpuInfo();
   return createHash("sha256")
     .update(JSON.stringify([
-      "kiln-toolchain-probe/1", path, st.size, st.mtimeMs, st.ino, own ?? "",
+      // The base flags: a Kiln that builds with other flags probes again.
+      "kiln-toolchain-probe/1", BASE_CFLAGS.join(" "), path, st.size, st.mtimeMs, st.ino, own ?? "",
       env["KILN_NODE_INCLUDE"] ?? "", env["PATH"] ?? "", cpu.flags, cpu.model, process.arch,
       process.platform, process.versions.modules ?? "", process.versions.napi ?? "",
       process.execPath,

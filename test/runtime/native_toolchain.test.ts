@@ -182,6 +182,7 @@ describe.runIf(haveCompiler || ci)("the toolchain", () => {
       "-std=gnu11",
       "-pthread",
       "-ffp-contract=fast",
+      "-fno-math-errno",
       "-fvisibility=hidden",
     ]) {
       expect(cflags).toContain(f);
