@@ -136,6 +136,20 @@ export interface Attributes {
   tupleIndex?: number;
   /** fusion */
   fusionKind?: FusionKind;
+  /**
+   * Collectives: the groups of devices that exchange values (XLA's replica_groups; which ids
+   * they hold, replicas, partitions or flattened device ids, depends on channelId and
+   * useGlobalDeviceIds as in XLA). Empty or absent: one group of every device.
+   */
+  replicaGroups?: number[][];
+  /** Collectives: a channel id (positive); with one, a collective spans partitions. */
+  channelId?: number;
+  /** all-reduce, all-gather, reduce-scatter: the groups hold flattened device ids. */
+  useGlobalDeviceIds?: boolean;
+  /** Collectives: XLA's constrain_layout (kept; layouts do not change what Kiln computes). */
+  constrainLayout?: boolean;
+  /** collective-permute: (source, target) pairs; a device no pair targets receives zeros. */
+  sourceTargetPairs?: [number, number][];
   /** custom-call */
   customCallTarget?: string;
   backendConfig?: string;
@@ -233,4 +247,37 @@ export function convDimsToLabels(d: ConvDimensionNumbers): string {
     "->" +
     side(n, [d.outputBatch, "b"], [d.outputFeature, "f"], d.outputSpatial)
   );
+}
+
+/**
+ * XLA's iota replica groups `[groups,size]<=[dims]T(perm)`: the ids 0..prod(dims)-1 laid out
+ * row-major over `dims`, transposed by `perm`, read in order and cut into `groups` groups of
+ * `size`. Throws a message naming the problem.
+ */
+export function iotaReplicaGroups(
+  groups: number,
+  size: number,
+  dims: readonly number[],
+  perm: readonly number[],
+): number[][] {
+  const n = dims.reduce((x, y) => x * y, 1);
+  const sorted = [...perm].sort((x, y) => x - y);
+  if (groups * size !== n || perm.length !== dims.length || sorted.some((v, i) => v !== i)) {
+    throw new Error(
+      `iota replica groups [${groups},${size}]<=[${dims}]T(${perm}) need groups*size = ` +
+        "prod(dims) and perm a permutation of the dims",
+    );
+  }
+  const strides = dims.map((_, i) => dims.slice(i + 1).reduce((x, y) => x * y, 1));
+  const tdims = perm.map((k) => dims[k]!);
+  const ids: number[] = [];
+  const idx = new Array<number>(tdims.length).fill(0);
+  for (let k = 0; k < n; k++) {
+    ids.push(idx.reduce((acc, v, j) => acc + v * strides[perm[j]!]!, 0));
+    for (let j = tdims.length - 1; j >= 0; j--) {
+      if (++idx[j]! < tdims[j]!) break;
+      idx[j] = 0;
+    }
+  }
+  return Array.from({ length: groups }, (_, g) => ids.slice(g * size, (g + 1) * size));
 }

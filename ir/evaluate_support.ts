@@ -26,6 +26,8 @@ export interface Elements {
 export interface EvalContext {
   /** Runs a called computation on argument values. */
   call(c: Computation, args: EvalValue[]): EvalValue;
+  /** The device running the program (evaluateReplicated); absent: replica 0 of partition 0. */
+  device?: { replica: number; partition: number };
 }
 
 /** Implementation of one opcode: operand values in, result value out. */

@@ -19,6 +19,7 @@ import {
   type ComparisonDirection,
   type ComparisonType,
   convDimsFromLabels,
+  iotaReplicaGroups,
   type DotDimensionNumbers,
   type FusionKind,
   type GatherDimensionNumbers,
@@ -363,6 +364,68 @@ class Parser {
       if (this.eat(",")) continue;
       if (this.eat("}")) return out;
       this.fail("',' or '}' in the integer list");
+    }
+  }
+
+  /**
+   * Replica groups: `{{0,1},{2,3}}`, or XLA's iota form `[G,S]<=[dims]` / `[G,S]<=[dims]T(perm)`
+   * (iota over prod(dims) ids, reshaped to dims, transposed by perm, cut into G groups of S),
+   * which is read as the groups it stands for.
+   */
+  groups(what: string): number[][] {
+    this.ws();
+    if (this.text[this.pos] === "[") return this.iotaGroups(what);
+    this.expect("{", `to open ${what}`);
+    const out: number[][] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      out.push(this.intList(`a group like {0,1} in ${what}`));
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail(`',' or '}' in ${what}`);
+    }
+  }
+
+  private bracketList(): number[] {
+    this.expect("[");
+    const out: number[] = [];
+    if (this.eat("]")) return out;
+    for (;;) {
+      out.push(this.natural());
+      if (this.eat(",")) continue;
+      if (this.eat("]")) return out;
+      this.fail("',' or ']' in the list");
+    }
+  }
+
+  private iotaGroups(what: string): number[][] {
+    const at = this.pos;
+    const shape = this.bracketList();
+    this.expect("<=", `in the iota form of ${what} ([groups,size]<=[dims])`);
+    const dims = this.bracketList();
+    let perm = dims.map((_, i) => i);
+    if (this.eatKeyword("T")) {
+      this.expect("(", "to open the transpose of the iota groups");
+      perm = [];
+      if (!this.eat(")")) {
+        for (;;) {
+          perm.push(this.natural());
+          if (this.eat(",")) continue;
+          if (this.eat(")")) break;
+          this.fail("',' or ')' in the transpose");
+        }
+      }
+    }
+    if (shape.length !== 2) {
+      throw this.error(
+        at,
+        `expected ${what} in the iota form [groups,size]<=[dims], got [${shape}]`,
+      );
+    }
+    try {
+      return iotaReplicaGroups(shape[0]!, shape[1]!, dims, perm);
+    } catch (e) {
+      throw this.error(at, `expected ${what} in a valid iota form: ${message(e)}`);
     }
   }
 
@@ -1404,6 +1467,17 @@ const ATTR_PARSERS = {
     d.refs.branch_computations = refs;
   },
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
+  replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
+  source_target_pairs: (p, d) => {
+    const at = p.pos;
+    const pairs = p.groups("source_target_pairs");
+    const bad = pairs.find((g) => g.length !== 2);
+    if (bad) throw p.error(at, `expected source_target_pairs of pairs {a,b}, got {${bad}}`);
+    d.attrs.sourceTargetPairs = pairs.map((g) => [g[0]!, g[1]!]);
+  },
+  constrain_layout: (p, d) => void (d.attrs.constrainLayout = p.bool()),
+  use_global_device_ids: (p, d) => void (d.attrs.useGlobalDeviceIds = p.bool()),
   backend_config: (p, d) => {
     d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
   },

@@ -78,6 +78,11 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "channel_id",
+  "replica_groups",
+  "source_target_pairs",
+  "constrain_layout",
+  "use_global_device_ids",
   "sharding",
   "frontend_attributes",
   "backend_config",
@@ -94,6 +99,22 @@ const DOT_DIMS = [
   "rhs_batch_dims?",
   "rhs_contracting_dims?",
 ] as const;
+
+const ALL_REDUCE = [
+  "channel_id?",
+  "replica_groups?",
+  "constrain_layout?",
+  "use_global_device_ids?",
+  "to_apply",
+] as const;
+const ALL_GATHER = [
+  "channel_id?",
+  "replica_groups?",
+  "dimensions",
+  "constrain_layout?",
+  "use_global_device_ids?",
+] as const;
+const PERMUTE = ["channel_id?", "source_target_pairs"] as const;
 
 /**
  * The text attributes of each opcode, in the order XLA prints them. `backend_config` (any
@@ -193,6 +214,17 @@ export const TEXT_ATTRS = {
   conditional: ["true_computation?", "false_computation?", "branch_computations?"],
   "get-dimension-size": ["dimensions"],
   "set-dimension-size": ["dimensions"],
+  "all-reduce": ALL_REDUCE,
+  "all-reduce-start": ALL_REDUCE,
+  "all-reduce-done": [],
+  "all-gather": ALL_GATHER,
+  "all-gather-start": ALL_GATHER,
+  "all-gather-done": [],
+  "reduce-scatter": [...ALL_GATHER, "to_apply"],
+  "all-to-all": ["channel_id?", "replica_groups?", "dimensions?", "constrain_layout?"],
+  "collective-permute": PERMUTE,
+  "collective-permute-start": PERMUTE,
+  "collective-permute-done": [],
   "custom-call": ["custom_call_target"],
 } as const satisfies { [K in Opcode]: readonly AttrSlot[] };
 
@@ -295,6 +327,17 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  channel_id: (i) => int(i.attrs.channelId),
+  replica_groups: (i) =>
+    i.attrs.replicaGroups === undefined
+      ? undefined
+      : { text: printGroups(i.attrs.replicaGroups), isDefault: i.attrs.replicaGroups.length === 0 },
+  source_target_pairs: (i) =>
+    i.attrs.sourceTargetPairs === undefined
+      ? undefined
+      : { text: printGroups(i.attrs.sourceTargetPairs), isDefault: false },
+  constrain_layout: (i) => bool(i.attrs.constrainLayout),
+  use_global_device_ids: (i) => bool(i.attrs.useGlobalDeviceIds),
   sharding: (i) =>
     i.attrs.sharding === undefined ? undefined : { text: i.attrs.sharding, isDefault: false },
   frontend_attributes: (i) =>
@@ -310,6 +353,11 @@ const ATTR_PRINTERS = {
     return { text, isDefault: text === "{}" };
   },
 } satisfies { [K in AttrKey]: (i: Instruction, n: Names) => Printed | undefined };
+
+/** `{{0,1},{2,3}}`: replica groups and source-target pairs. */
+export function printGroups(groups: readonly (readonly number[])[]): string {
+  return `{${groups.map((g) => `{${g.join(",")}}`).join(",")}}`;
+}
 
 /** `{[0:2], [1:9:2]}`: stride shown only when it is not 1. */
 export function printSlice(dims: readonly SliceDim[]): string {

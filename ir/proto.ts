@@ -29,7 +29,7 @@ import type {
   WindowDim,
   Attributes,
 } from "./attributes.ts";
-import { COMPARISON_DIRECTIONS } from "./attributes.ts";
+import { COMPARISON_DIRECTIONS, iotaReplicaGroups } from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
   lastTileTypeNumber,
@@ -89,6 +89,8 @@ import {
   type ShapeProto,
   ShapeProtoSchema,
   FrontendAttributesSchema,
+  ReplicaGroupSchema,
+  SourceTargetSchema,
   type OpSharding,
   OpShardingSchema,
   TileProtoSchema,
@@ -211,6 +213,17 @@ const OP_RULES = {
   conditional: anyShape(),
   "get-dimension-size": arr("dimensions"),
   "set-dimension-size": arr("dimensions"),
+  "all-reduce": anyShape("replicaGroups"),
+  "all-reduce-start": anyShape("replicaGroups"),
+  "all-reduce-done": anyShape(),
+  "all-gather": anyShape("replicaGroups", "dimensions"),
+  "all-gather-start": anyShape("replicaGroups", "dimensions"),
+  "all-gather-done": anyShape(),
+  "reduce-scatter": anyShape("replicaGroups", "dimensions"),
+  "all-to-all": anyShape("replicaGroups"),
+  "collective-permute": anyShape("sourceTargetPairs"),
+  "collective-permute-start": anyShape("sourceTargetPairs"),
+  "collective-permute-done": anyShape(),
   "custom-call": anyShape("customCallTarget"),
 } satisfies { [K in Opcode]: OpRule };
 
@@ -489,6 +502,22 @@ function instructionToProto(
   if (a.tupleIndex !== undefined) p.tupleIndex = i64(a.tupleIndex, at("tuple_index"));
   if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
   if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
+  if (a.channelId !== undefined) p.channelId = i64(a.channelId, at("channel_id"));
+  if (a.replicaGroups !== undefined) {
+    p.replicaGroups = a.replicaGroups.map((g, k) =>
+      create(ReplicaGroupSchema, { replicaIds: i64s(g, at(`replica_groups[${k}]`)) }),
+    );
+  }
+  if (a.useGlobalDeviceIds !== undefined) p.useGlobalDeviceIds = a.useGlobalDeviceIds;
+  if (a.constrainLayout !== undefined) p.constrainLayout = a.constrainLayout;
+  if (a.sourceTargetPairs !== undefined) {
+    p.sourceTargetPairs = a.sourceTargetPairs.map(([x, y], k) =>
+      create(SourceTargetSchema, {
+        source: i64(x, at(`source_target_pairs[${k}]`)),
+        target: i64(y, at(`source_target_pairs[${k}]`)),
+      }),
+    );
+  }
   if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
   if (a.sharding !== undefined) {
     const s = parseSharding(a.sharding);
@@ -1296,6 +1325,17 @@ function readAttributes(
   if (uses("customCallTarget") || p.customCallTarget !== "") {
     a.customCallTarget = p.customCallTarget;
   }
+  if (p.channelId !== 0n) a.channelId = num(p.channelId, at("channel_id"), 1);
+  const groups = replicaGroupsFromProto(p, at("replica_groups"));
+  if (uses("replicaGroups") || groups.length > 0) a.replicaGroups = groups;
+  if (p.useGlobalDeviceIds) a.useGlobalDeviceIds = true;
+  if (p.constrainLayout) a.constrainLayout = true;
+  if (uses("sourceTargetPairs") || p.sourceTargetPairs.length > 0) {
+    a.sourceTargetPairs = p.sourceTargetPairs.map((st, k): [number, number] => [
+      num(st.source, at(`source_target_pairs[${k}].source`), 0),
+      num(st.target, at(`source_target_pairs[${k}].target`), 0),
+    ]);
+  }
   if (p.backendConfig.length > 0) {
     try {
       a.backendConfig = utf8.decode(p.backendConfig);
@@ -1310,6 +1350,35 @@ function readAttributes(
     a.frontendAttributes = entries.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
   }
   return a;
+}
+
+/**
+ * The replica groups of a collective, from whichever form XLA wrote: the deprecated
+ * replica_groups, collective_device_list, or the iota form (expanded to its groups).
+ */
+function replicaGroupsFromProto(p: HloInstructionProto, what: string): number[][] {
+  const list = (gs: readonly { replicaIds: bigint[] }[]) =>
+    gs.map((g, k) => nums(g.replicaIds, `${what}[${k}]`));
+  const oneof = p.replicaGroupList;
+  if (oneof.case === "collectiveDeviceList") {
+    if (p.replicaGroups.length > 0) {
+      throw new ProtoError(`${what}: both replica_groups and collective_device_list are set`);
+    }
+    return list(oneof.value.replicaGroups);
+  }
+  if (oneof.case === "iotaCollectiveDeviceList") {
+    const v = oneof.value;
+    const dims = nums(v.iotaReshapeDims, `${what} (iota reshape dims)`);
+    const perm = v.iotaTransposePerm.length > 0 ? [...v.iotaTransposePerm] : dims.map((_, i) => i);
+    const groups = num(v.numReplicaGroups, `${what} (iota group count)`, 0);
+    const size = num(v.numDevicesPerGroup, `${what} (iota group size)`, 0);
+    try {
+      return iotaReplicaGroups(groups, size, dims, perm);
+    } catch (e) {
+      throw new ProtoError(`${what}: ${errText(e)}`);
+    }
+  }
+  return list(p.replicaGroups);
 }
 
 function shardingToProto(s: Sharding): OpSharding {

@@ -365,6 +365,36 @@ ENTRY %main (x: f32[2,2]) -> (f32[2,2], s32[]) {
   ROOT %t = (f32[2,2]{1,0}, s32[]) tuple(f32[2,2]{1,0} %a, s32[] %nullary), metadata={source_line=3}
 }
 `,
+  collectives: `
+HloModule collectives
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (x: f32[4]) -> (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4]) {
+  %x = f32[4]{0} parameter(0)
+  %ar = f32[4]{0} all-reduce(f32[4]{0} %x), channel_id=1, replica_groups={{0,1}},
+      use_global_device_ids=true, to_apply=%add
+  %ag = f32[8]{0} all-gather(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %rs = f32[2]{0} reduce-scatter(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0},
+      to_apply=%add
+  %a2a = f32[4]{0} all-to-all(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %cp = f32[4]{0} collective-permute(f32[4]{0} %x), source_target_pairs={{0,1},{1,0}}
+  %ars = f32[4]{0} all-reduce-start(f32[4]{0} %x), constrain_layout=true, to_apply=%add
+  %ard = f32[4]{0} all-reduce-done(f32[4]{0} %ars)
+  %ags = (f32[4]{0}, f32[8]{0}) all-gather-start(f32[4]{0} %x), dimensions={0}
+  %agd = f32[8]{0} all-gather-done((f32[4]{0}, f32[8]{0}) %ags)
+  %cps = (f32[4]{0}, f32[4]{0}, u32[], u32[]) collective-permute-start(f32[4]{0} %x),
+      source_target_pairs={{1,0}}
+  %cpd = f32[4]{0} collective-permute-done((f32[4]{0}, f32[4]{0}, u32[], u32[]) %cps)
+  ROOT %t = (f32[4]{0}, f32[8]{0}, f32[2]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[8]{0},
+      f32[4]{0}) tuple(f32[4]{0} %ar, f32[8]{0} %ag, f32[2]{0} %rs, f32[4]{0} %a2a, f32[4]{0} %cp,
+      f32[4]{0} %ard, f32[8]{0} %agd, f32[4]{0} %cpd)
+}
+`,
   constants: `
 HloModule constants
 

@@ -52,6 +52,10 @@ import {
   ShapeProtoSchema,
   WindowDimensionSchema,
   WindowSchema,
+  ReplicaGroupSchema,
+  CollectiveDeviceListProtoSchema,
+  IotaReplicaGroupListProtoSchema,
+  SourceTargetSchema,
 } from "../../ir/proto/gen/xla_data_pb.ts";
 import {
   arrayShape,
@@ -64,6 +68,36 @@ import {
 } from "../../ir/shape.ts";
 
 const CORPUS: Record<string, string> = {
+  collectives: `
+HloModule collectives
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (x: f32[4]) -> (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4]) {
+  %x = f32[4]{0} parameter(0)
+  %ar = f32[4]{0} all-reduce(f32[4]{0} %x), channel_id=1, replica_groups={{0,1}},
+      use_global_device_ids=true, to_apply=%add
+  %ag = f32[8]{0} all-gather(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %rs = f32[2]{0} reduce-scatter(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0},
+      to_apply=%add
+  %a2a = f32[4]{0} all-to-all(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %cp = f32[4]{0} collective-permute(f32[4]{0} %x), source_target_pairs={{0,1},{1,0}}
+  %ars = f32[4]{0} all-reduce-start(f32[4]{0} %x), constrain_layout=true, to_apply=%add
+  %ard = f32[4]{0} all-reduce-done(f32[4]{0} %ars)
+  %ags = (f32[4]{0}, f32[8]{0}) all-gather-start(f32[4]{0} %x), dimensions={0}
+  %agd = f32[8]{0} all-gather-done((f32[4]{0}, f32[8]{0}) %ags)
+  %cps = (f32[4]{0}, f32[4]{0}, u32[], u32[]) collective-permute-start(f32[4]{0} %x),
+      source_target_pairs={{1,0}}
+  %cpd = f32[4]{0} collective-permute-done((f32[4]{0}, f32[4]{0}, u32[], u32[]) %cps)
+  ROOT %t = (f32[4]{0}, f32[8]{0}, f32[2]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[8]{0},
+      f32[4]{0}) tuple(f32[4]{0} %ar, f32[8]{0} %ag, f32[2]{0} %rs, f32[4]{0} %a2a, f32[4]{0} %cp,
+      f32[4]{0} %ard, f32[8]{0} %agd, f32[4]{0} %cpd)
+}
+`,
   elementwise: `
 HloModule elementwise
 
@@ -488,6 +522,11 @@ const ATTRIBUTE_KEYS = Object.keys({
   tupleIndex: 0,
   fusionKind: 0,
   customCallTarget: 0,
+  replicaGroups: 0,
+  channelId: 0,
+  useGlobalDeviceIds: 0,
+  constrainLayout: 0,
+  sourceTargetPairs: 0,
   backendConfig: 0,
   sharding: 0,
   frontendAttributes: 0,
@@ -707,8 +746,27 @@ describe("the bytes carry XLA's schema", () => {
           indices_are_sorted: 67,
           unique_indices: 69,
           comparison_type: 72,
+          channel_id: 26,
+          replica_groups: 49,
+          use_global_device_ids: 71,
+          constrain_layout: 56,
+          source_target_pairs: 52,
+          collective_device_list: 87,
+          iota_collective_device_list: 92,
         },
       ],
+      [ReplicaGroupSchema, { replica_ids: 1 }],
+      [CollectiveDeviceListProtoSchema, { replica_groups: 1 }],
+      [
+        IotaReplicaGroupListProtoSchema,
+        {
+          num_replica_groups: 1,
+          num_devices_per_group: 2,
+          iota_reshape_dims: 3,
+          iota_transpose_perm: 4,
+        },
+      ],
+      [SourceTargetSchema, { source: 1, target: 2 }],
       [HloInstructionProto_SliceDimensionsSchema, { start: 1, limit: 2, stride: 3 }],
       [
         ShapeProtoSchema,

@@ -1,8 +1,8 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and
-// that XLA's own print and proto of it read back into the same module.
+// and partition ids, tokens, collectives. test/xla/xla.test.ts checks XLA loads what Kiln makes of
+// each and that XLA's own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
   layouts: `HloModule layouts
@@ -53,6 +53,31 @@ ENTRY e {
   r = u32[] replica-id()
   p = u32[] partition-id()
   ROOT t = (u32[], u32[]) tuple(r, p)
+}
+`,
+  collectives: `HloModule collectives, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  ar = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=add
+  ag = f32[8] all-gather(x), replica_groups=[1,2]<=[2], dimensions={0}
+  rs = f32[2] reduce-scatter(x), replica_groups={{0,1}}, dimensions={0}, to_apply=add
+  a2a = f32[4] all-to-all(x), replica_groups={{0,1}}, dimensions={0}
+  cp = f32[4] collective-permute(x), source_target_pairs={{0,1},{1,0}}
+  ars = f32[4] all-reduce-start(x), replica_groups={{0,1}}, to_apply=add
+  ard = f32[4] all-reduce-done(ars)
+  ags = (f32[4], f32[8]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}
+  agd = f32[8] all-gather-done(ags)
+  cps = (f32[4], f32[4]) collective-permute-start(x), source_target_pairs={{1,0}}
+  cpd = f32[4] collective-permute-done(cps)
+  ROOT t = (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4])
+    tuple(ar, ag, rs, a2a, cp, ard, agd, cpd)
 }
 `,
   tokens: `HloModule tokens
