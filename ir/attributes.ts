@@ -4,6 +4,44 @@
 // opcode uses the fields its shape rule names (see ir/shape_inference.ts for which).
 
 import type { Literal } from "./literal.ts";
+import type { Shape } from "./shape.ts";
+
+/** XLA's CustomCallApiVersion, by its enum value in the proto. */
+export const CUSTOM_CALL_API_VERSIONS = {
+  API_VERSION_ORIGINAL: 1,
+  API_VERSION_STATUS_RETURNING: 2,
+  API_VERSION_STATUS_RETURNING_UNIFIED: 3,
+  API_VERSION_TYPED_FFI: 4,
+} as const;
+export type CustomCallApiVersion = keyof typeof CUSTOM_CALL_API_VERSIONS;
+
+/**
+ * XLA's PrecisionConfig.Algorithm for dots, by its text name (the enum name without `ALG_`, in
+ * lower case) and its enum value in the proto.
+ */
+export const DOT_ALGORITHMS = {
+  dot_any_f8_any_f8_f32: 1,
+  dot_any_f8_any_f8_f32_fast_accum: 2,
+  dot_f16_f16_f16: 3,
+  dot_f16_f16_f32: 4,
+  dot_bf16_bf16_bf16: 5,
+  dot_bf16_bf16_f32: 6,
+  dot_bf16_bf16_f32_x3: 7,
+  dot_bf16_bf16_f32_x6: 8,
+  dot_tf32_tf32_f32: 9,
+  dot_tf32_tf32_f32_x3: 10,
+  dot_f32_f32_f32: 11,
+  dot_f64_f64_f64: 12,
+  dot_bf16_bf16_f32_x9: 13,
+} as const;
+export type DotAlgorithm = keyof typeof DOT_ALGORITHMS;
+
+/** One aliasing pair: the output at `output` (a shape index) shares operand `operand`'s buffer. */
+export interface OutputOperandAlias {
+  output: number[];
+  operand: number;
+  operandIndex: number[];
+}
 
 export type ComparisonDirection = "EQ" | "NE" | "LT" | "LE" | "GT" | "GE";
 export const COMPARISON_DIRECTIONS: readonly ComparisonDirection[] = [
@@ -152,6 +190,18 @@ export interface Attributes {
   sourceTargetPairs?: [number, number][];
   /** custom-call */
   customCallTarget?: string;
+  /** custom-call: XLA's custom_call_has_side_effect (kept; Kiln never removes a custom-call). */
+  customCallHasSideEffect?: boolean;
+  /** custom-call: XLA's api_version; absent means API_VERSION_ORIGINAL (XLA's default). */
+  apiVersion?: CustomCallApiVersion;
+  /** custom-call: the layout each operand must have (XLA's operand_layout_constraints). */
+  operandLayoutConstraints?: Shape[];
+  /** custom-call and fusion: output buffers that alias operand buffers (kept, not used). */
+  outputToOperandAliasing?: OutputOperandAlias[];
+  /** dot: XLA's precision algorithm (`algorithm=dot_bf16_bf16_f32`; kept, not used). */
+  dotAlgorithm?: DotAlgorithm;
+  /** call: XLA's is_composite (the call stands for a composite op; kept). */
+  isComposite?: boolean;
   backendConfig?: string;
   /**
    * XLA's sharding, as its text (`{devices=[2,2]<=[4]}`; ir/sharding.ts): canonical for the

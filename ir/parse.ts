@@ -19,7 +19,12 @@ import {
   type ComparisonDirection,
   type ComparisonType,
   convDimsFromLabels,
+  CUSTOM_CALL_API_VERSIONS,
+  type CustomCallApiVersion,
+  DOT_ALGORITHMS,
+  type DotAlgorithm,
   iotaReplicaGroups,
+  type OutputOperandAlias,
   type DotDimensionNumbers,
   type FusionKind,
   type GatherDimensionNumbers,
@@ -426,6 +431,26 @@ class Parser {
       return iotaReplicaGroups(shape[0]!, shape[1]!, dims, perm);
     } catch (e) {
       throw this.error(at, `expected ${what} in a valid iota form: ${message(e)}`);
+    }
+  }
+
+  /** `{{}: (0, {}), {1}: (2, {0})}`: output shape index -> (operand, operand shape index). */
+  aliasing(): OutputOperandAlias[] {
+    this.expect("{", "to open output_to_operand_aliasing");
+    const out: OutputOperandAlias[] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      const output = this.intList("an output shape index like {0}");
+      this.expect(":", "after the output shape index");
+      this.expect("(", "to open (operand, shape index)");
+      const operand = this.natural("an operand number");
+      this.expect(",", "after the operand number");
+      const operandIndex = this.intList("an operand shape index like {}");
+      this.expect(")", "to close (operand, shape index)");
+      out.push({ output, operand, operandIndex });
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail("',' or '}' in output_to_operand_aliasing");
     }
   }
 
@@ -1467,6 +1492,32 @@ const ATTR_PARSERS = {
     d.refs.branch_computations = refs;
   },
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  custom_call_has_side_effect: (p, d) => void (d.attrs.customCallHasSideEffect = p.bool()),
+  output_to_operand_aliasing: (p, d) => void (d.attrs.outputToOperandAliasing = p.aliasing()),
+  api_version: (p, d) => {
+    const names = Object.keys(CUSTOM_CALL_API_VERSIONS) as CustomCallApiVersion[];
+    const v = p.oneOf(names, "a custom-call API version");
+    // API_VERSION_ORIGINAL is XLA's default (what an absent api_version means).
+    if (v !== "API_VERSION_ORIGINAL") d.attrs.apiVersion = v;
+  },
+  operand_layout_constraints: (p, d) => {
+    p.expect("{", "to open the operand layout constraints");
+    const shapes: Shape[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        shapes.push(p.shape());
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in the operand layout constraints");
+      }
+    }
+    d.attrs.operandLayoutConstraints = shapes;
+  },
+  algorithm: (p, d) => {
+    const names = Object.keys(DOT_ALGORITHMS) as DotAlgorithm[];
+    d.attrs.dotAlgorithm = p.oneOf(names, "a dot algorithm");
+  },
+  is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
   channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
   replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
   source_target_pairs: (p, d) => {

@@ -9,6 +9,7 @@
 import {
   convDimsToLabels,
   type Metadata,
+  type OutputOperandAlias,
   type PaddingDim,
   type SliceDim,
   type WindowDim,
@@ -78,6 +79,12 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "custom_call_has_side_effect",
+  "output_to_operand_aliasing",
+  "api_version",
+  "operand_layout_constraints",
+  "algorithm",
+  "is_composite",
   "channel_id",
   "replica_groups",
   "source_target_pairs",
@@ -180,7 +187,7 @@ export const TEXT_ATTRS = {
   concatenate: ["dimensions"],
   pad: ["padding"],
   reverse: ["dimensions"],
-  dot: DOT_DIMS,
+  dot: [...DOT_DIMS, "algorithm?"],
   convolution: ["window?", "dim_labels", "feature_group_count?", "batch_group_count?"],
   reduce: ["dimensions", "to_apply"],
   "reduce-window": ["window", "to_apply"],
@@ -208,8 +215,8 @@ export const TEXT_ATTRS = {
   sort: ["dimensions", "is_stable?", "to_apply"],
   tuple: [],
   "get-tuple-element": ["index"],
-  fusion: ["kind", "calls"],
-  call: ["to_apply"],
+  fusion: ["kind", "calls", "output_to_operand_aliasing?"],
+  call: ["to_apply", "is_composite?"],
   while: ["condition", "body"],
   conditional: ["true_computation?", "false_computation?", "branch_computations?"],
   "get-dimension-size": ["dimensions"],
@@ -225,7 +232,13 @@ export const TEXT_ATTRS = {
   "collective-permute": PERMUTE,
   "collective-permute-start": PERMUTE,
   "collective-permute-done": [],
-  "custom-call": ["custom_call_target"],
+  "custom-call": [
+    "custom_call_target",
+    "custom_call_has_side_effect?",
+    "output_to_operand_aliasing?",
+    "api_version?",
+    "operand_layout_constraints?",
+  ],
 } as const satisfies { [K in Opcode]: readonly AttrSlot[] };
 
 /** Splits a slot into its key and whether it is optional. */
@@ -327,6 +340,22 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  custom_call_has_side_effect: (i) => bool(i.attrs.customCallHasSideEffect),
+  output_to_operand_aliasing: (i) =>
+    i.attrs.outputToOperandAliasing === undefined
+      ? undefined
+      : {
+          text: printAliasing(i.attrs.outputToOperandAliasing),
+          isDefault: i.attrs.outputToOperandAliasing.length === 0,
+        },
+  api_version: (i) => word(i.attrs.apiVersion),
+  operand_layout_constraints: (i, _n, layouts) => {
+    const shapes = i.attrs.operandLayoutConstraints;
+    if (shapes === undefined) return undefined;
+    return { text: `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`, isDefault: false };
+  },
+  algorithm: (i) => word(i.attrs.dotAlgorithm),
+  is_composite: (i) => bool(i.attrs.isComposite),
   channel_id: (i) => int(i.attrs.channelId),
   replica_groups: (i) =>
     i.attrs.replicaGroups === undefined
@@ -352,7 +381,19 @@ const ATTR_PRINTERS = {
     const text = printMetadata(i.metadata);
     return { text, isDefault: text === "{}" };
   },
-} satisfies { [K in AttrKey]: (i: Instruction, n: Names) => Printed | undefined };
+} satisfies {
+  [K in AttrKey]: (
+    i: Instruction,
+    n: Names,
+    layouts: boolean | "non-default",
+  ) => Printed | undefined;
+};
+
+/** `{{}: (0, {}), {1}: (2, {0})}`: output shape index -> (operand, operand shape index). */
+export function printAliasing(pairs: readonly OutputOperandAlias[]): string {
+  const idx = (xs: readonly number[]) => `{${xs.join(",")}}`;
+  return `{${pairs.map((a) => `${idx(a.output)}: (${a.operand}, ${idx(a.operandIndex)})`).join(", ")}}`;
+}
 
 /** `{{0,1},{2,3}}`: replica groups and source-target pairs. */
 export function printGroups(groups: readonly (readonly number[])[]): string {
@@ -640,7 +681,7 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
   const slots: readonly AttrSlot[] = TEXT_ATTRS[instr.opcode];
   for (const slot of slots) {
     const { key, optional } = slotKey(slot);
-    const p = ATTR_PRINTERS[key](instr, n);
+    const p = ATTR_PRINTERS[key](instr, n, layouts);
     if (p === undefined || (optional && p.isDefault)) continue;
     if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
@@ -648,7 +689,7 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
   const extra: AttrKey[] = ["sharding", "frontend_attributes", "backend_config"];
   if (options.metadata ?? true) extra.push("metadata");
   for (const key of extra) {
-    const p = ATTR_PRINTERS[key](instr, n);
+    const p = ATTR_PRINTERS[key](instr, n, layouts);
     if (p !== undefined && !p.isDefault) attrs.push(`${key}=${p.text}`);
   }
   return attrs.length > 0 ? `${out}, ${attrs.join(", ")}` : out;

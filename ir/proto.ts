@@ -29,7 +29,14 @@ import type {
   WindowDim,
   Attributes,
 } from "./attributes.ts";
-import { COMPARISON_DIRECTIONS, iotaReplicaGroups } from "./attributes.ts";
+import {
+  COMPARISON_DIRECTIONS,
+  CUSTOM_CALL_API_VERSIONS,
+  type CustomCallApiVersion,
+  DOT_ALGORITHMS,
+  type DotAlgorithm,
+  iotaReplicaGroups,
+} from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
   lastTileTypeNumber,
@@ -91,6 +98,8 @@ import {
   FrontendAttributesSchema,
   ReplicaGroupSchema,
   SourceTargetSchema,
+  OutputOperandAliasingSchema,
+  PrecisionConfigSchema,
   type OpSharding,
   OpShardingSchema,
   TileProtoSchema,
@@ -502,6 +511,37 @@ function instructionToProto(
   if (a.tupleIndex !== undefined) p.tupleIndex = i64(a.tupleIndex, at("tuple_index"));
   if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
   if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
+  if (a.customCallHasSideEffect !== undefined) {
+    p.customCallHasSideEffect = a.customCallHasSideEffect;
+  }
+  if (instr.opcode === "custom-call") {
+    // XLA's default, which XLA also writes: API_VERSION_ORIGINAL.
+    p.customCallApiVersion = CUSTOM_CALL_API_VERSIONS[a.apiVersion ?? "API_VERSION_ORIGINAL"];
+  }
+  if (a.operandLayoutConstraints !== undefined) {
+    // XLA's loader requires layouts on a layout-constrained custom-call's shapes (its text
+    // parser gives every shape written without one the default layout, which this writes).
+    p.constrainLayout = true;
+    p.operandShapesWithLayout = a.operandLayoutConstraints.map((s, k) =>
+      shapeToProto(withDefaultLayouts(s), at(`operand_layout_constraints[${k}]`)),
+    );
+    p.shape = shapeToProto(withDefaultLayouts(instr.shape), `shape of ${where}`);
+  }
+  if (a.outputToOperandAliasing !== undefined) {
+    p.outputOperandAliasing = a.outputToOperandAliasing.map((x, k) =>
+      create(OutputOperandAliasingSchema, {
+        outputShapeIndex: i64s(x.output, at(`output_to_operand_aliasing[${k}]`)),
+        operandIndex: i64(x.operand, at(`output_to_operand_aliasing[${k}]`)),
+        operandShapeIndex: i64s(x.operandIndex, at(`output_to_operand_aliasing[${k}]`)),
+      }),
+    );
+  }
+  if (a.dotAlgorithm !== undefined) {
+    p.precisionConfig = create(PrecisionConfigSchema, {
+      algorithm: DOT_ALGORITHMS[a.dotAlgorithm],
+    });
+  }
+  if (a.isComposite !== undefined) p.isComposite = a.isComposite;
   if (a.channelId !== undefined) p.channelId = i64(a.channelId, at("channel_id"));
   if (a.replicaGroups !== undefined) {
     p.replicaGroups = a.replicaGroups.map((g, k) =>
@@ -552,6 +592,13 @@ function metadataToProto(m: Metadata, what: string): OpMetadata | undefined {
 }
 
 /** XLA's default layout of a rank-`rank` array: minor_to_major {rank-1, ..., 0}. */
+/** `s` with XLA's default (descending) layout on every array that has none. */
+function withDefaultLayouts(s: Shape): Shape {
+  if (s.kind === "tuple") return { ...s, elements: s.elements.map(withDefaultLayouts) };
+  if (s.layout !== undefined) return s;
+  return { ...s, layout: s.dims.map((_, k) => s.dims.length - 1 - k) };
+}
+
 function defaultMinorToMajor(rank: number): bigint[] {
   return Array.from({ length: rank }, (_, k) => BigInt(rank - 1 - k));
 }
@@ -1329,7 +1376,47 @@ function readAttributes(
   const groups = replicaGroupsFromProto(p, at("replica_groups"));
   if (uses("replicaGroups") || groups.length > 0) a.replicaGroups = groups;
   if (p.useGlobalDeviceIds) a.useGlobalDeviceIds = true;
-  if (p.constrainLayout) a.constrainLayout = true;
+  if (opcode === "custom-call") {
+    // On a custom-call, constrain_layout says operand_shapes_with_layout holds the layouts.
+    if (p.constrainLayout) {
+      a.operandLayoutConstraints = p.operandShapesWithLayout.map((s, k) =>
+        shapeFromProto(s, at(`operand_shapes_with_layout[${k}]`)),
+      );
+    } else if (p.operandShapesWithLayout.length > 0) {
+      throw new ProtoError(`${where}: operand_shapes_with_layout without constrain_layout`);
+    }
+  } else if (p.constrainLayout) {
+    a.constrainLayout = true;
+  }
+  if (p.customCallHasSideEffect) a.customCallHasSideEffect = true;
+  const api = p.customCallApiVersion as number;
+  if (api !== 0 && api !== CUSTOM_CALL_API_VERSIONS.API_VERSION_ORIGINAL) {
+    const name = (Object.keys(CUSTOM_CALL_API_VERSIONS) as CustomCallApiVersion[]).find(
+      (k) => CUSTOM_CALL_API_VERSIONS[k] === api,
+    );
+    if (name === undefined) {
+      throw new ProtoError(`${where}: unknown custom_call_api_version ${api}`);
+    }
+    a.apiVersion = name;
+  }
+  if (p.outputOperandAliasing.length > 0) {
+    a.outputToOperandAliasing = p.outputOperandAliasing.map((x, k) => ({
+      output: nums(x.outputShapeIndex, at(`output_operand_aliasing[${k}].output_shape_index`)),
+      operand: num(x.operandIndex, at(`output_operand_aliasing[${k}].operand_index`), 0),
+      operandIndex: nums(x.operandShapeIndex, at(`output_operand_aliasing[${k}]`)),
+    }));
+  }
+  if (p.precisionConfig) {
+    const alg = p.precisionConfig.algorithm as number;
+    if (alg !== 0) {
+      const name = (Object.keys(DOT_ALGORITHMS) as DotAlgorithm[]).find(
+        (k) => DOT_ALGORITHMS[k] === alg,
+      );
+      if (name === undefined) throw new ProtoError(`${where}: unknown precision algorithm ${alg}`);
+      a.dotAlgorithm = name;
+    }
+  }
+  if (p.isComposite) a.isComposite = true;
   if (uses("sourceTargetPairs") || p.sourceTargetPairs.length > 0) {
     a.sourceTargetPairs = p.sourceTargetPairs.map((st, k): [number, number] => [
       num(st.source, at(`source_target_pairs[${k}].source`), 0),

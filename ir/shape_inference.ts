@@ -458,8 +458,46 @@ const iotaRule: ShapeRule = (c) => {
 const customCallRule: ShapeRule = (c) => {
   const target = c.need(c.attrs.customCallTarget, "customCallTarget");
   if (target.length === 0) c.fail(`customCallTarget must not be empty`);
+  const constraints = c.attrs.operandLayoutConstraints;
+  if (constraints !== undefined) {
+    if (constraints.length !== c.operands.length) {
+      c.fail(
+        `operand_layout_constraints has ${constraints.length} shapes for ` +
+          `${c.operands.length} operands`,
+      );
+    }
+    constraints.forEach((s, i) => {
+      if (!shapesEqual(plainShape(s), plainShape(c.operands[i]!))) {
+        c.fail(`operand layout constraint ${i} ${str(s)} does not fit operand ${i}`);
+      }
+    });
+  }
+  checkAliasing(c, c.declared!);
   return c.declared!;
 };
+
+/** output_to_operand_aliasing: indices that exist, on both sides, with equal shapes. */
+function checkAliasing(c: RuleContext, result: Shape): void {
+  const at = (s: Shape | undefined, index: readonly number[]): Shape | undefined => {
+    for (const k of index) s = s?.kind === "tuple" ? s.elements[k] : undefined;
+    return s;
+  };
+  for (const a of c.attrs.outputToOperandAliasing ?? []) {
+    const out = at(result, a.output);
+    const op = at(c.operands[a.operand], a.operandIndex);
+    if (out === undefined || op === undefined || !shapesEqual(plainShape(out), plainShape(op))) {
+      c.fail(
+        `output_to_operand_aliasing {${a.output}}: (${a.operand}, {${a.operandIndex}}) must ` +
+          "name an output and an operand part of the same shape",
+      );
+    }
+  }
+}
+
+/** A shape without layouts (what aliasing and layout constraints compare). */
+function plainShape(s: Shape): Shape {
+  return s.kind === "tuple" ? tupleShape(s.elements.map(plainShape)) : plain(s);
+}
 
 // ---- Shape and data movement -----------------------------------------------------------------
 
@@ -1237,6 +1275,7 @@ const callLike =
       if (!["kLoop", "kInput", "kOutput", "kCustom"].includes(kind)) {
         c.fail(`unknown fusionKind ${String(kind)}`);
       }
+      checkAliasing(c, sig.result);
     }
     return sig.result;
   };

@@ -365,6 +365,35 @@ ENTRY %main (x: f32[2,2]) -> (f32[2,2], s32[]) {
   ROOT %t = (f32[2,2]{1,0}, s32[]) tuple(f32[2,2]{1,0} %a, s32[] %nullary), metadata={source_line=3}
 }
 `,
+  xla_attrs: `
+HloModule xla_attrs
+
+%f (a: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  ROOT %n = f32[2]{0} negate(f32[2]{0} %a)
+}
+
+%g (b: f32[2]) -> f32[2] {
+  %b = f32[2]{0} parameter(0)
+  ROOT %e = f32[2]{0} exponential(f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2]) {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2,2]{1,0} parameter(1)
+  %d = f32[2]{0} dot(f32[2,2]{1,0} %y, f32[2]{0} %x), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
+  %c = f32[2]{0} call(f32[2]{0} %d), to_apply=%f, is_composite=true
+  %cc = (f32[2]{0}, f32[2]{0}) custom-call(f32[2]{0} %x, f32[2,2]{1,0} %y),
+      custom_call_target="kiln.test.pair", custom_call_has_side_effect=true,
+      output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI,
+      operand_layout_constraints={f32[2]{0}, f32[2,2]{0,1}}
+  %fu = f32[2]{0} fusion(f32[2]{0} %x), kind=kLoop, calls=%g,
+      output_to_operand_aliasing={{}: (0, {})}
+  ROOT %t = (f32[2]{0}, f32[2]{0}, (f32[2]{0}, f32[2]{0}), f32[2]{0}) tuple(f32[2]{0} %d,
+      f32[2]{0} %c, (f32[2]{0}, f32[2]{0}) %cc, f32[2]{0} %fu)
+}
+`,
   collectives: `
 HloModule collectives
 

@@ -56,6 +56,8 @@ import {
   CollectiveDeviceListProtoSchema,
   IotaReplicaGroupListProtoSchema,
   SourceTargetSchema,
+  PrecisionConfigSchema,
+  OutputOperandAliasingSchema,
 } from "../../ir/proto/gen/xla_data_pb.ts";
 import {
   arrayShape,
@@ -68,6 +70,35 @@ import {
 } from "../../ir/shape.ts";
 
 const CORPUS: Record<string, string> = {
+  xla_attrs: `
+HloModule xla_attrs
+
+%f (a: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  ROOT %n = f32[2]{0} negate(f32[2]{0} %a)
+}
+
+%g (b: f32[2]) -> f32[2] {
+  %b = f32[2]{0} parameter(0)
+  ROOT %e = f32[2]{0} exponential(f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2]) {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2,2]{1,0} parameter(1)
+  %d = f32[2]{0} dot(f32[2,2]{1,0} %y, f32[2]{0} %x), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
+  %c = f32[2]{0} call(f32[2]{0} %d), to_apply=%f, is_composite=true
+  %cc = (f32[2]{0}, f32[2]{0}) custom-call(f32[2]{0} %x, f32[2,2]{1,0} %y),
+      custom_call_target="kiln.test.pair", custom_call_has_side_effect=true,
+      output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI,
+      operand_layout_constraints={f32[2]{0}, f32[2,2]{0,1}}
+  %fu = f32[2]{0} fusion(f32[2]{0} %x), kind=kLoop, calls=%g,
+      output_to_operand_aliasing={{}: (0, {})}
+  ROOT %t = (f32[2]{0}, f32[2]{0}, (f32[2]{0}, f32[2]{0}), f32[2]{0}) tuple(f32[2]{0} %d,
+      f32[2]{0} %c, (f32[2]{0}, f32[2]{0}) %cc, f32[2]{0} %fu)
+}
+`,
   collectives: `
 HloModule collectives
 
@@ -522,6 +553,12 @@ const ATTRIBUTE_KEYS = Object.keys({
   tupleIndex: 0,
   fusionKind: 0,
   customCallTarget: 0,
+  customCallHasSideEffect: 0,
+  apiVersion: 0,
+  operandLayoutConstraints: 0,
+  outputToOperandAliasing: 0,
+  dotAlgorithm: 0,
+  isComposite: 0,
   replicaGroups: 0,
   channelId: 0,
   useGlobalDeviceIds: 0,
@@ -753,7 +790,18 @@ describe("the bytes carry XLA's schema", () => {
           source_target_pairs: 52,
           collective_device_list: 87,
           iota_collective_device_list: 92,
+          custom_call_has_side_effect: 65,
+          custom_call_api_version: 77,
+          operand_shapes_with_layout: 57,
+          output_operand_aliasing: 74,
+          precision_config: 51,
+          is_composite: 89,
         },
+      ],
+      [PrecisionConfigSchema, { operand_precision: 1, algorithm: 2 }],
+      [
+        OutputOperandAliasingSchema,
+        { output_shape_index: 1, operand_index: 2, operand_shape_index: 3 },
       ],
       [ReplicaGroupSchema, { replica_ids: 1 }],
       [CollectiveDeviceListProtoSchema, { replica_groups: 1 }],

@@ -11,9 +11,9 @@
 // @generated from file hlo.proto (package xla, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CollectiveDeviceListProto, ConvolutionDimensionNumbers, DotDimensionNumbers, FrontendAttributes, GatherDimensionNumbers, IotaReplicaGroupListProto, LiteralProto, OpMetadata, OpSharding, PaddingConfig, ProgramShapeProto, ReplicaGroup, ScatterDimensionNumbers, ShapeProto, SourceTarget, Window } from "./xla_data_pb.ts";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { CollectiveDeviceListProto, ConvolutionDimensionNumbers, DotDimensionNumbers, FrontendAttributes, GatherDimensionNumbers, IotaReplicaGroupListProto, LiteralProto, OpMetadata, OpSharding, OutputOperandAliasing, PaddingConfig, PrecisionConfig, ProgramShapeProto, ReplicaGroup, ScatterDimensionNumbers, ShapeProto, SourceTarget, Window } from "./xla_data_pb.ts";
 import { file_xla_data } from "./xla_data_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hlo.proto.
  */
 export const file_hlo: GenFile = /*@__PURE__*/
-  fileDesc("CglobG8ucHJvdG8SA3hsYSLGCwoTSGxvSW5zdHJ1Y3Rpb25Qcm90bxIMCgRuYW1lGAEgASgJEg4KBm9wY29kZRgCIAEoCRIeCgVzaGFwZRgDIAEoCzIPLnhsYS5TaGFwZVByb3RvEiEKCG1ldGFkYXRhGAcgASgLMg8ueGxhLk9wTWV0YWRhdGESIgoHbGl0ZXJhbBgIIAEoCzIRLnhsYS5MaXRlcmFsUHJvdG8SGAoQcGFyYW1ldGVyX251bWJlchgJIAEoAxITCgtmdXNpb25fa2luZBgLIAEoCRITCgt0dXBsZV9pbmRleBgNIAEoAxISCgpkaW1lbnNpb25zGA4gAygDEhsKBndpbmRvdxgPIAEoCzILLnhsYS5XaW5kb3cSRwodY29udm9sdXRpb25fZGltZW5zaW9uX251bWJlcnMYECABKAsyIC54bGEuQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEhsKE2ZlYXR1cmVfZ3JvdXBfY291bnQYMiABKAMSGQoRYmF0Y2hfZ3JvdXBfY291bnQYOiABKAMSQgoQc2xpY2VfZGltZW5zaW9ucxgRIAMoCzIoLnhsYS5IbG9JbnN0cnVjdGlvblByb3RvLlNsaWNlRGltZW5zaW9ucxIbChNkeW5hbWljX3NsaWNlX3NpemVzGBQgAygDEioKDnBhZGRpbmdfY29uZmlnGBUgASgLMhIueGxhLlBhZGRpbmdDb25maWcSGgoSY3VzdG9tX2NhbGxfdGFyZ2V0GBwgASgJEjcKFWRvdF9kaW1lbnNpb25fbnVtYmVycxgeIAEoCzIYLnhsYS5Eb3REaW1lbnNpb25OdW1iZXJzEhwKFGNvbXBhcmlzb25fZGlyZWN0aW9uGD8gASgJEj0KGGdhdGhlcl9kaW1lbnNpb25fbnVtYmVycxghIAEoCzIbLnhsYS5HYXRoZXJEaW1lbnNpb25OdW1iZXJzEhoKEmdhdGhlcl9zbGljZV9zaXplcxgiIAMoAxIKCgJpZBgjIAEoAxITCgtvcGVyYW5kX2lkcxgkIAMoAxIeChZjYWxsZWRfY29tcHV0YXRpb25faWRzGCYgAygDEhYKDmJhY2tlbmRfY29uZmlnGCsgASgMEiEKCHNoYXJkaW5nGCggASgLMg8ueGxhLk9wU2hhcmRpbmcSNAoTZnJvbnRlbmRfYXR0cmlidXRlcxhEIAEoCzIXLnhsYS5Gcm9udGVuZEF0dHJpYnV0ZXMSEQoJaXNfc3RhYmxlGDwgASgIEj8KGXNjYXR0ZXJfZGltZW5zaW9uX251bWJlcnMYMCABKAsyHC54bGEuU2NhdHRlckRpbWVuc2lvbk51bWJlcnMSGgoSaW5kaWNlc19hcmVfc29ydGVkGEMgASgIEhYKDnVuaXF1ZV9pbmRpY2VzGEUgASgIEhIKCmNoYW5uZWxfaWQYGiABKAMSKQoOcmVwbGljYV9ncm91cHMYMSADKAsyES54bGEuUmVwbGljYUdyb3VwEh0KFXVzZV9nbG9iYWxfZGV2aWNlX2lkcxhHIAEoCBIYChBjb25zdHJhaW5fbGF5b3V0GDggASgIEi4KE3NvdXJjZV90YXJnZXRfcGFpcnMYNCADKAsyES54bGEuU291cmNlVGFyZ2V0EkAKFmNvbGxlY3RpdmVfZGV2aWNlX2xpc3QYVyABKAsyHi54bGEuQ29sbGVjdGl2ZURldmljZUxpc3RQcm90b0gAEkUKG2lvdGFfY29sbGVjdGl2ZV9kZXZpY2VfbGlzdBhcIAEoCzIeLnhsYS5Jb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvSAASFwoPY29tcGFyaXNvbl90eXBlGEggASgJGj8KD1NsaWNlRGltZW5zaW9ucxINCgVzdGFydBgBIAEoAxINCgVsaW1pdBgCIAEoAxIOCgZzdHJpZGUYAyABKANCFAoScmVwbGljYV9ncm91cF9saXN0Ir4BChNIbG9Db21wdXRhdGlvblByb3RvEgwKBG5hbWUYASABKAkSLgoMaW5zdHJ1Y3Rpb25zGAIgAygLMhgueGxhLkhsb0luc3RydWN0aW9uUHJvdG8SLQoNcHJvZ3JhbV9zaGFwZRgEIAEoCzIWLnhsYS5Qcm9ncmFtU2hhcGVQcm90bxIKCgJpZBgFIAEoAxIPCgdyb290X2lkGAYgASgDEh0KFWlzX2Z1c2lvbl9jb21wdXRhdGlvbhgHIAEoCCLMAQoOSGxvTW9kdWxlUHJvdG8SDAoEbmFtZRgBIAEoCRIeChZlbnRyeV9jb21wdXRhdGlvbl9uYW1lGAIgASgJEhwKFGVudHJ5X2NvbXB1dGF0aW9uX2lkGAYgASgDEi4KDGNvbXB1dGF0aW9ucxgDIAMoCzIYLnhsYS5IbG9Db21wdXRhdGlvblByb3RvEjIKEmhvc3RfcHJvZ3JhbV9zaGFwZRgEIAEoCzIWLnhsYS5Qcm9ncmFtU2hhcGVQcm90bxIKCgJpZBgFIAEoA2IGcHJvdG8z", [file_xla_data]);
+  fileDesc("CglobG8ucHJvdG8SA3hsYSLfDQoTSGxvSW5zdHJ1Y3Rpb25Qcm90bxIMCgRuYW1lGAEgASgJEg4KBm9wY29kZRgCIAEoCRIeCgVzaGFwZRgDIAEoCzIPLnhsYS5TaGFwZVByb3RvEiEKCG1ldGFkYXRhGAcgASgLMg8ueGxhLk9wTWV0YWRhdGESIgoHbGl0ZXJhbBgIIAEoCzIRLnhsYS5MaXRlcmFsUHJvdG8SGAoQcGFyYW1ldGVyX251bWJlchgJIAEoAxITCgtmdXNpb25fa2luZBgLIAEoCRITCgt0dXBsZV9pbmRleBgNIAEoAxISCgpkaW1lbnNpb25zGA4gAygDEhsKBndpbmRvdxgPIAEoCzILLnhsYS5XaW5kb3cSRwodY29udm9sdXRpb25fZGltZW5zaW9uX251bWJlcnMYECABKAsyIC54bGEuQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEhsKE2ZlYXR1cmVfZ3JvdXBfY291bnQYMiABKAMSGQoRYmF0Y2hfZ3JvdXBfY291bnQYOiABKAMSQgoQc2xpY2VfZGltZW5zaW9ucxgRIAMoCzIoLnhsYS5IbG9JbnN0cnVjdGlvblByb3RvLlNsaWNlRGltZW5zaW9ucxIbChNkeW5hbWljX3NsaWNlX3NpemVzGBQgAygDEioKDnBhZGRpbmdfY29uZmlnGBUgASgLMhIueGxhLlBhZGRpbmdDb25maWcSGgoSY3VzdG9tX2NhbGxfdGFyZ2V0GBwgASgJEjcKFWRvdF9kaW1lbnNpb25fbnVtYmVycxgeIAEoCzIYLnhsYS5Eb3REaW1lbnNpb25OdW1iZXJzEhwKFGNvbXBhcmlzb25fZGlyZWN0aW9uGD8gASgJEj0KGGdhdGhlcl9kaW1lbnNpb25fbnVtYmVycxghIAEoCzIbLnhsYS5HYXRoZXJEaW1lbnNpb25OdW1iZXJzEhoKEmdhdGhlcl9zbGljZV9zaXplcxgiIAMoAxIKCgJpZBgjIAEoAxITCgtvcGVyYW5kX2lkcxgkIAMoAxIeChZjYWxsZWRfY29tcHV0YXRpb25faWRzGCYgAygDEhYKDmJhY2tlbmRfY29uZmlnGCsgASgMEiEKCHNoYXJkaW5nGCggASgLMg8ueGxhLk9wU2hhcmRpbmcSNAoTZnJvbnRlbmRfYXR0cmlidXRlcxhEIAEoCzIXLnhsYS5Gcm9udGVuZEF0dHJpYnV0ZXMSEQoJaXNfc3RhYmxlGDwgASgIEj8KGXNjYXR0ZXJfZGltZW5zaW9uX251bWJlcnMYMCABKAsyHC54bGEuU2NhdHRlckRpbWVuc2lvbk51bWJlcnMSGgoSaW5kaWNlc19hcmVfc29ydGVkGEMgASgIEhYKDnVuaXF1ZV9pbmRpY2VzGEUgASgIEhIKCmNoYW5uZWxfaWQYGiABKAMSKQoOcmVwbGljYV9ncm91cHMYMSADKAsyES54bGEuUmVwbGljYUdyb3VwEh0KFXVzZV9nbG9iYWxfZGV2aWNlX2lkcxhHIAEoCBIYChBjb25zdHJhaW5fbGF5b3V0GDggASgIEi4KE3NvdXJjZV90YXJnZXRfcGFpcnMYNCADKAsyES54bGEuU291cmNlVGFyZ2V0EkAKFmNvbGxlY3RpdmVfZGV2aWNlX2xpc3QYVyABKAsyHi54bGEuQ29sbGVjdGl2ZURldmljZUxpc3RQcm90b0gAEkUKG2lvdGFfY29sbGVjdGl2ZV9kZXZpY2VfbGlzdBhcIAEoCzIeLnhsYS5Jb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvSAASIwobY3VzdG9tX2NhbGxfaGFzX3NpZGVfZWZmZWN0GEEgASgIEjoKF2N1c3RvbV9jYWxsX2FwaV92ZXJzaW9uGE0gASgOMhkueGxhLkN1c3RvbUNhbGxBcGlWZXJzaW9uEjMKGm9wZXJhbmRfc2hhcGVzX3dpdGhfbGF5b3V0GDkgAygLMg8ueGxhLlNoYXBlUHJvdG8SOwoXb3V0cHV0X29wZXJhbmRfYWxpYXNpbmcYSiADKAsyGi54bGEuT3V0cHV0T3BlcmFuZEFsaWFzaW5nEi4KEHByZWNpc2lvbl9jb25maWcYMyABKAsyFC54bGEuUHJlY2lzaW9uQ29uZmlnEhQKDGlzX2NvbXBvc2l0ZRhZIAEoCBIXCg9jb21wYXJpc29uX3R5cGUYSCABKAkaPwoPU2xpY2VEaW1lbnNpb25zEg0KBXN0YXJ0GAEgASgDEg0KBWxpbWl0GAIgASgDEg4KBnN0cmlkZRgDIAEoA0IUChJyZXBsaWNhX2dyb3VwX2xpc3QivgEKE0hsb0NvbXB1dGF0aW9uUHJvdG8SDAoEbmFtZRgBIAEoCRIuCgxpbnN0cnVjdGlvbnMYAiADKAsyGC54bGEuSGxvSW5zdHJ1Y3Rpb25Qcm90bxItCg1wcm9ncmFtX3NoYXBlGAQgASgLMhYueGxhLlByb2dyYW1TaGFwZVByb3RvEgoKAmlkGAUgASgDEg8KB3Jvb3RfaWQYBiABKAMSHQoVaXNfZnVzaW9uX2NvbXB1dGF0aW9uGAcgASgIIswBCg5IbG9Nb2R1bGVQcm90bxIMCgRuYW1lGAEgASgJEh4KFmVudHJ5X2NvbXB1dGF0aW9uX25hbWUYAiABKAkSHAoUZW50cnlfY29tcHV0YXRpb25faWQYBiABKAMSLgoMY29tcHV0YXRpb25zGAMgAygLMhgueGxhLkhsb0NvbXB1dGF0aW9uUHJvdG8SMgoSaG9zdF9wcm9ncmFtX3NoYXBlGAQgASgLMhYueGxhLlByb2dyYW1TaGFwZVByb3RvEgoKAmlkGAUgASgDKrQBChRDdXN0b21DYWxsQXBpVmVyc2lvbhIbChdBUElfVkVSU0lPTl9VTlNQRUNJRklFRBAAEhgKFEFQSV9WRVJTSU9OX09SSUdJTkFMEAESIAocQVBJX1ZFUlNJT05fU1RBVFVTX1JFVFVSTklORxACEigKJEFQSV9WRVJTSU9OX1NUQVRVU19SRVRVUk5JTkdfVU5JRklFRBADEhkKFUFQSV9WRVJTSU9OX1RZUEVEX0ZGSRAEYgZwcm90bzM", [file_xla_data]);
 
 /**
  * Serialization of HloInstruction.
@@ -280,6 +280,48 @@ export type HloInstructionProto = Message<"xla.HloInstructionProto"> & {
   } | { case: undefined; value?: undefined };
 
   /**
+   * custom-call: whether the target has side effects.
+   *
+   * @generated from field: bool custom_call_has_side_effect = 65;
+   */
+  customCallHasSideEffect: boolean;
+
+  /**
+   * custom-call: the calling convention of the target.
+   *
+   * @generated from field: xla.CustomCallApiVersion custom_call_api_version = 77;
+   */
+  customCallApiVersion: CustomCallApiVersion;
+
+  /**
+   * custom-call with constrain_layout: the layout of each operand.
+   *
+   * @generated from field: repeated xla.ShapeProto operand_shapes_with_layout = 57;
+   */
+  operandShapesWithLayout: ShapeProto[];
+
+  /**
+   * custom-call and fusion: output buffers aliasing operand buffers.
+   *
+   * @generated from field: repeated xla.OutputOperandAliasing output_operand_aliasing = 74;
+   */
+  outputOperandAliasing: OutputOperandAliasing[];
+
+  /**
+   * dot and convolution: operand precisions and the algorithm.
+   *
+   * @generated from field: xla.PrecisionConfig precision_config = 51;
+   */
+  precisionConfig?: PrecisionConfig | undefined;
+
+  /**
+   * call: whether it stands for a composite op.
+   *
+   * @generated from field: bool is_composite = 89;
+   */
+  isComposite: boolean;
+
+  /**
    * Comparison type of kCompare ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED").
    *
    * @generated from field: string comparison_type = 72;
@@ -426,4 +468,42 @@ export type HloModuleProto = Message<"xla.HloModuleProto"> & {
  */
 export const HloModuleProtoSchema: GenMessage<HloModuleProto> = /*@__PURE__*/
   messageDesc(file_hlo, 2);
+
+/**
+ * The calling convention of a custom-call's target.
+ *
+ * @generated from enum xla.CustomCallApiVersion
+ */
+export enum CustomCallApiVersion {
+  /**
+   * @generated from enum value: API_VERSION_UNSPECIFIED = 0;
+   */
+  API_VERSION_UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: API_VERSION_ORIGINAL = 1;
+   */
+  API_VERSION_ORIGINAL = 1,
+
+  /**
+   * @generated from enum value: API_VERSION_STATUS_RETURNING = 2;
+   */
+  API_VERSION_STATUS_RETURNING = 2,
+
+  /**
+   * @generated from enum value: API_VERSION_STATUS_RETURNING_UNIFIED = 3;
+   */
+  API_VERSION_STATUS_RETURNING_UNIFIED = 3,
+
+  /**
+   * @generated from enum value: API_VERSION_TYPED_FFI = 4;
+   */
+  API_VERSION_TYPED_FFI = 4,
+}
+
+/**
+ * Describes the enum xla.CustomCallApiVersion.
+ */
+export const CustomCallApiVersionSchema: GenEnum<CustomCallApiVersion> = /*@__PURE__*/
+  enumDesc(file_hlo, 0);
 

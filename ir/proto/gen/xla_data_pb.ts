@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file xla_data.proto.
  */
 export const file_xla_data: GenFile = /*@__PURE__*/
-  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDIv0CCgpPcFNoYXJkaW5nEiIKBHR5cGUYASABKA4yFC54bGEuT3BTaGFyZGluZy5UeXBlEiIKGnRpbGVfYXNzaWdubWVudF9kaW1lbnNpb25zGAMgAygDEh8KF3RpbGVfYXNzaWdubWVudF9kZXZpY2VzGAQgAygDEigKD3R1cGxlX3NoYXJkaW5ncxgFIAMoCzIPLnhsYS5PcFNoYXJkaW5nEiIKGnJlcGxpY2F0ZV9vbl9sYXN0X3RpbGVfZGltGAYgASgIEiwKDmxhc3RfdGlsZV9kaW1zGAggAygOMhQueGxhLk9wU2hhcmRpbmcuVHlwZRIZChFpb3RhX3Jlc2hhcGVfZGltcxgJIAMoAxIbChNpb3RhX3RyYW5zcG9zZV9wZXJtGAogAygFIlIKBFR5cGUSDgoKUkVQTElDQVRFRBAAEgsKB01BWElNQUwQARIJCgVUVVBMRRACEgkKBU9USEVSEAMSCgoGTUFOVUFMEAQSCwoHVU5LTk9XThAFIm8KEkZyb250ZW5kQXR0cmlidXRlcxItCgNtYXAYASADKAsyIC54bGEuRnJvbnRlbmRBdHRyaWJ1dGVzLk1hcEVudHJ5GioKCE1hcEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiIwoMUmVwbGljYUdyb3VwEhMKC3JlcGxpY2FfaWRzGAEgAygDIo4BChlJb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvEhoKEm51bV9yZXBsaWNhX2dyb3VwcxgBIAEoAxIdChVudW1fZGV2aWNlc19wZXJfZ3JvdXAYAiABKAMSGQoRaW90YV9yZXNoYXBlX2RpbXMYAyADKAMSGwoTaW90YV90cmFuc3Bvc2VfcGVybRgEIAMoBSJGChlDb2xsZWN0aXZlRGV2aWNlTGlzdFByb3RvEikKDnJlcGxpY2FfZ3JvdXBzGAEgAygLMhEueGxhLlJlcGxpY2FHcm91cCIuCgxTb3VyY2VUYXJnZXQSDgoGc291cmNlGAEgASgDEg4KBnRhcmdldBgCIAEoAyqYAwoNUHJpbWl0aXZlVHlwZRIaChZQUklNSVRJVkVfVFlQRV9JTlZBTElEEAASCAoEUFJFRBABEgYKAlMxEB4SBgoCUzIQGhIGCgJTNBAVEgYKAlM4EAISBwoDUzE2EAMSBwoDUzMyEAQSBwoDUzY0EAUSBgoCVTEQHxIGCgJVMhAbEgYKAlU0EBYSBgoCVTgQBhIHCgNVMTYQBxIHCgNVMzIQCBIHCgNVNjQQCRIHCgNGMTYQChIHCgNGMzIQCxIICgRCRjE2EBASBwoDRjY0EAwSCgoGRjhFNU0yEBMSCgoGRjhFNE0zEBwSDAoIRjhFNE0zRk4QFBIRCg1GOEU0TTNCMTFGTlVaEBcSCgoGRjhFM000EB0SDgoKRjhFNU0yRk5VWhAYEg4KCkY4RTRNM0ZOVVoQGRIMCghGNEUyTTFGThAgEg0KCUY4RThNMEZOVRAhEgcKA0M2NBAPEggKBEMxMjgQEhIJCgVUVVBMRRANEg8KC09QQVFVRV9UWVBFEA4SCQoFVE9LRU4QERIKCgZCVUZGRVIQImIGcHJvdG8z");
+  fileDesc("Cg54bGFfZGF0YS5wcm90bxIDeGxhIrcBCg1QYWRkaW5nQ29uZmlnEj0KCmRpbWVuc2lvbnMYASADKAsyKS54bGEuUGFkZGluZ0NvbmZpZy5QYWRkaW5nQ29uZmlnRGltZW5zaW9uGmcKFlBhZGRpbmdDb25maWdEaW1lbnNpb24SGAoQZWRnZV9wYWRkaW5nX2xvdxgBIAEoAxIZChFlZGdlX3BhZGRpbmdfaGlnaBgCIAEoAxIYChBpbnRlcmlvcl9wYWRkaW5nGAMgASgDIngKC0xheW91dFByb3RvEhYKDm1pbm9yX3RvX21ham9yGAEgAygDEh0KBXRpbGVzGAYgAygLMg4ueGxhLlRpbGVQcm90bxIcChRlbGVtZW50X3NpemVfaW5fYml0cxgHIAEoAxIUCgxtZW1vcnlfc3BhY2UYCCABKAMiHwoJVGlsZVByb3RvEhIKCmRpbWVuc2lvbnMYASADKAMivQEKClNoYXBlUHJvdG8SKAoMZWxlbWVudF90eXBlGAIgASgOMhIueGxhLlByaW1pdGl2ZVR5cGUSEgoKZGltZW5zaW9ucxgDIAMoAxIcChRpc19keW5hbWljX2RpbWVuc2lvbhgGIAMoCBIlCgx0dXBsZV9zaGFwZXMYBCADKAsyDy54bGEuU2hhcGVQcm90bxIgCgZsYXlvdXQYBSABKAsyEC54bGEuTGF5b3V0UHJvdG9KBAgBEAJSBHJhbmsicgoRUHJvZ3JhbVNoYXBlUHJvdG8SIwoKcGFyYW1ldGVycxgBIAMoCzIPLnhsYS5TaGFwZVByb3RvEh8KBnJlc3VsdBgCIAEoCzIPLnhsYS5TaGFwZVByb3RvEhcKD3BhcmFtZXRlcl9uYW1lcxgDIAMoCSLSAQoKT3BNZXRhZGF0YRIUCgdvcF90eXBlGAEgASgJSACIAQESFAoHb3BfbmFtZRgCIAEoCUgBiAEBEhgKC3NvdXJjZV9maWxlGAMgASgJSAKIAQESGAoLc291cmNlX2xpbmUYBCABKAVIA4gBARIaCg1zb3VyY2VfY29sdW1uGBIgASgFSASIAQFCCgoIX29wX3R5cGVCCgoIX29wX25hbWVCDgoMX3NvdXJjZV9maWxlQg4KDF9zb3VyY2VfbGluZUIQCg5fc291cmNlX2NvbHVtbiKpAgoMTGl0ZXJhbFByb3RvEh4KBXNoYXBlGAEgASgLMg8ueGxhLlNoYXBlUHJvdG8SDQoFcHJlZHMYAiADKAgSCwoDczRzGBUgASgMEgsKA3M4cxgPIAEoDBILCgN1NHMYFiABKAwSCwoDdThzGAMgASgMEgwKBHMzMnMYBCADKAUSDAoEczY0cxgFIAMoAxIMCgR1MzJzGAYgAygNEgwKBHU2NHMYByADKAQSDAoEZjMycxgIIAMoAhIMCgRmNjRzGAkgAygBEikKDnR1cGxlX2xpdGVyYWxzGAogAygLMhEueGxhLkxpdGVyYWxQcm90bxIMCgRmMTZzGAsgASgMEg0KBWJmMTZzGA0gASgMEgwKBHUxNnMYECABKAwSDAoEczE2cxgRIAEoDCKjAQoPV2luZG93RGltZW5zaW9uEgwKBHNpemUYASABKAMSDgoGc3RyaWRlGAIgASgDEhMKC3BhZGRpbmdfbG93GAMgASgDEhQKDHBhZGRpbmdfaGlnaBgEIAEoAxIXCg93aW5kb3dfZGlsYXRpb24YBSABKAMSFQoNYmFzZV9kaWxhdGlvbhgGIAEoAxIXCg93aW5kb3dfcmV2ZXJzYWwYByABKAgiMgoGV2luZG93EigKCmRpbWVuc2lvbnMYASADKAsyFC54bGEuV2luZG93RGltZW5zaW9uIsIBChZHYXRoZXJEaW1lbnNpb25OdW1iZXJzEhMKC29mZnNldF9kaW1zGAEgAygDEhwKFGNvbGxhcHNlZF9zbGljZV9kaW1zGAIgAygDEhcKD3N0YXJ0X2luZGV4X21hcBgDIAMoAxIYChBpbmRleF92ZWN0b3JfZGltGAQgASgDEh0KFW9wZXJhbmRfYmF0Y2hpbmdfZGltcxgFIAMoAxIjChtzdGFydF9pbmRpY2VzX2JhdGNoaW5nX2RpbXMYBiADKAMi1wEKF1NjYXR0ZXJEaW1lbnNpb25OdW1iZXJzEhoKEnVwZGF0ZV93aW5kb3dfZGltcxgBIAMoAxIcChRpbnNlcnRlZF93aW5kb3dfZGltcxgCIAMoAxIkChxzY2F0dGVyX2RpbXNfdG9fb3BlcmFuZF9kaW1zGAMgAygDEhgKEGluZGV4X3ZlY3Rvcl9kaW0YBCABKAMSGwoTaW5wdXRfYmF0Y2hpbmdfZGltcxgFIAMoAxIlCh1zY2F0dGVyX2luZGljZXNfYmF0Y2hpbmdfZGltcxgGIAMoAyLYAgobQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEh0KFWlucHV0X2JhdGNoX2RpbWVuc2lvbhgHIAEoAxIfChdpbnB1dF9mZWF0dXJlX2RpbWVuc2lvbhgIIAEoAxIgChhpbnB1dF9zcGF0aWFsX2RpbWVuc2lvbnMYCyADKAMSJgoea2VybmVsX2lucHV0X2ZlYXR1cmVfZGltZW5zaW9uGAMgASgDEicKH2tlcm5lbF9vdXRwdXRfZmVhdHVyZV9kaW1lbnNpb24YBCABKAMSIQoZa2VybmVsX3NwYXRpYWxfZGltZW5zaW9ucxgGIAMoAxIeChZvdXRwdXRfYmF0Y2hfZGltZW5zaW9uGAkgASgDEiAKGG91dHB1dF9mZWF0dXJlX2RpbWVuc2lvbhgKIAEoAxIhChlvdXRwdXRfc3BhdGlhbF9kaW1lbnNpb25zGAwgAygDIpkBChNEb3REaW1lbnNpb25OdW1iZXJzEiIKGmxoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAEgAygDEiIKGnJoc19jb250cmFjdGluZ19kaW1lbnNpb25zGAIgAygDEhwKFGxoc19iYXRjaF9kaW1lbnNpb25zGAMgAygDEhwKFHJoc19iYXRjaF9kaW1lbnNpb25zGAQgAygDIv0CCgpPcFNoYXJkaW5nEiIKBHR5cGUYASABKA4yFC54bGEuT3BTaGFyZGluZy5UeXBlEiIKGnRpbGVfYXNzaWdubWVudF9kaW1lbnNpb25zGAMgAygDEh8KF3RpbGVfYXNzaWdubWVudF9kZXZpY2VzGAQgAygDEigKD3R1cGxlX3NoYXJkaW5ncxgFIAMoCzIPLnhsYS5PcFNoYXJkaW5nEiIKGnJlcGxpY2F0ZV9vbl9sYXN0X3RpbGVfZGltGAYgASgIEiwKDmxhc3RfdGlsZV9kaW1zGAggAygOMhQueGxhLk9wU2hhcmRpbmcuVHlwZRIZChFpb3RhX3Jlc2hhcGVfZGltcxgJIAMoAxIbChNpb3RhX3RyYW5zcG9zZV9wZXJtGAogAygFIlIKBFR5cGUSDgoKUkVQTElDQVRFRBAAEgsKB01BWElNQUwQARIJCgVUVVBMRRACEgkKBU9USEVSEAMSCgoGTUFOVUFMEAQSCwoHVU5LTk9XThAFIm8KEkZyb250ZW5kQXR0cmlidXRlcxItCgNtYXAYASADKAsyIC54bGEuRnJvbnRlbmRBdHRyaWJ1dGVzLk1hcEVudHJ5GioKCE1hcEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiIwoMUmVwbGljYUdyb3VwEhMKC3JlcGxpY2FfaWRzGAEgAygDIo4BChlJb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvEhoKEm51bV9yZXBsaWNhX2dyb3VwcxgBIAEoAxIdChVudW1fZGV2aWNlc19wZXJfZ3JvdXAYAiABKAMSGQoRaW90YV9yZXNoYXBlX2RpbXMYAyADKAMSGwoTaW90YV90cmFuc3Bvc2VfcGVybRgEIAMoBSJGChlDb2xsZWN0aXZlRGV2aWNlTGlzdFByb3RvEikKDnJlcGxpY2FfZ3JvdXBzGAEgAygLMhEueGxhLlJlcGxpY2FHcm91cCIuCgxTb3VyY2VUYXJnZXQSDgoGc291cmNlGAEgASgDEg4KBnRhcmdldBgCIAEoAyLEBAoPUHJlY2lzaW9uQ29uZmlnEjkKEW9wZXJhbmRfcHJlY2lzaW9uGAEgAygOMh4ueGxhLlByZWNpc2lvbkNvbmZpZy5QcmVjaXNpb24SMQoJYWxnb3JpdGhtGAIgASgOMh4ueGxhLlByZWNpc2lvbkNvbmZpZy5BbGdvcml0aG0iLwoJUHJlY2lzaW9uEgsKB0RFRkFVTFQQABIICgRISUdIEAESCwoHSElHSEVTVBACIpEDCglBbGdvcml0aG0SDQoJQUxHX1VOU0VUEAASHQoZQUxHX0RPVF9BTllfRjhfQU5ZX0Y4X0YzMhABEigKJEFMR19ET1RfQU5ZX0Y4X0FOWV9GOF9GMzJfRkFTVF9BQ0NVTRACEhcKE0FMR19ET1RfRjE2X0YxNl9GMTYQAxIXChNBTEdfRE9UX0YxNl9GMTZfRjMyEAQSGgoWQUxHX0RPVF9CRjE2X0JGMTZfQkYxNhAFEhkKFUFMR19ET1RfQkYxNl9CRjE2X0YzMhAGEhwKGEFMR19ET1RfQkYxNl9CRjE2X0YzMl9YMxAHEhwKGEFMR19ET1RfQkYxNl9CRjE2X0YzMl9YNhAIEhkKFUFMR19ET1RfVEYzMl9URjMyX0YzMhAJEhwKGEFMR19ET1RfVEYzMl9URjMyX0YzMl9YMxAKEhcKE0FMR19ET1RfRjMyX0YzMl9GMzIQCxIXChNBTEdfRE9UX0Y2NF9GNjRfRjY0EAwSHAoYQUxHX0RPVF9CRjE2X0JGMTZfRjMyX1g5EA0iZwoVT3V0cHV0T3BlcmFuZEFsaWFzaW5nEhoKEm91dHB1dF9zaGFwZV9pbmRleBgBIAMoAxIVCg1vcGVyYW5kX2luZGV4GAIgASgDEhsKE29wZXJhbmRfc2hhcGVfaW5kZXgYAyADKAMqmAMKDVByaW1pdGl2ZVR5cGUSGgoWUFJJTUlUSVZFX1RZUEVfSU5WQUxJRBAAEggKBFBSRUQQARIGCgJTMRAeEgYKAlMyEBoSBgoCUzQQFRIGCgJTOBACEgcKA1MxNhADEgcKA1MzMhAEEgcKA1M2NBAFEgYKAlUxEB8SBgoCVTIQGxIGCgJVNBAWEgYKAlU4EAYSBwoDVTE2EAcSBwoDVTMyEAgSBwoDVTY0EAkSBwoDRjE2EAoSBwoDRjMyEAsSCAoEQkYxNhAQEgcKA0Y2NBAMEgoKBkY4RTVNMhATEgoKBkY4RTRNMxAcEgwKCEY4RTRNM0ZOEBQSEQoNRjhFNE0zQjExRk5VWhAXEgoKBkY4RTNNNBAdEg4KCkY4RTVNMkZOVVoQGBIOCgpGOEU0TTNGTlVaEBkSDAoIRjRFMk0xRk4QIBINCglGOEU4TTBGTlUQIRIHCgNDNjQQDxIICgRDMTI4EBISCQoFVFVQTEUQDRIPCgtPUEFRVUVfVFlQRRAOEgkKBVRPS0VOEBESCgoGQlVGRkVSECJiBnByb3RvMw");
 
 /**
  * Edge and interior padding of a pad instruction, per dimension.
@@ -807,6 +807,166 @@ export type SourceTarget = Message<"xla.SourceTarget"> & {
  */
 export const SourceTargetSchema: GenMessage<SourceTarget> = /*@__PURE__*/
   messageDesc(file_xla_data, 18);
+
+/**
+ * The precision of a dot's or convolution's operands and its algorithm.
+ *
+ * @generated from message xla.PrecisionConfig
+ */
+export type PrecisionConfig = Message<"xla.PrecisionConfig"> & {
+  /**
+   * @generated from field: repeated xla.PrecisionConfig.Precision operand_precision = 1;
+   */
+  operandPrecision: PrecisionConfig_Precision[];
+
+  /**
+   * @generated from field: xla.PrecisionConfig.Algorithm algorithm = 2;
+   */
+  algorithm: PrecisionConfig_Algorithm;
+};
+
+/**
+ * Describes the message xla.PrecisionConfig.
+ * Use `create(PrecisionConfigSchema)` to create a new message.
+ */
+export const PrecisionConfigSchema: GenMessage<PrecisionConfig> = /*@__PURE__*/
+  messageDesc(file_xla_data, 19);
+
+/**
+ * @generated from enum xla.PrecisionConfig.Precision
+ */
+export enum PrecisionConfig_Precision {
+  /**
+   * @generated from enum value: DEFAULT = 0;
+   */
+  DEFAULT = 0,
+
+  /**
+   * @generated from enum value: HIGH = 1;
+   */
+  HIGH = 1,
+
+  /**
+   * @generated from enum value: HIGHEST = 2;
+   */
+  HIGHEST = 2,
+}
+
+/**
+ * Describes the enum xla.PrecisionConfig.Precision.
+ */
+export const PrecisionConfig_PrecisionSchema: GenEnum<PrecisionConfig_Precision> = /*@__PURE__*/
+  enumDesc(file_xla_data, 19, 0);
+
+/**
+ * @generated from enum xla.PrecisionConfig.Algorithm
+ */
+export enum PrecisionConfig_Algorithm {
+  /**
+   * @generated from enum value: ALG_UNSET = 0;
+   */
+  ALG_UNSET = 0,
+
+  /**
+   * @generated from enum value: ALG_DOT_ANY_F8_ANY_F8_F32 = 1;
+   */
+  ALG_DOT_ANY_F8_ANY_F8_F32 = 1,
+
+  /**
+   * @generated from enum value: ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM = 2;
+   */
+  ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM = 2,
+
+  /**
+   * @generated from enum value: ALG_DOT_F16_F16_F16 = 3;
+   */
+  ALG_DOT_F16_F16_F16 = 3,
+
+  /**
+   * @generated from enum value: ALG_DOT_F16_F16_F32 = 4;
+   */
+  ALG_DOT_F16_F16_F32 = 4,
+
+  /**
+   * @generated from enum value: ALG_DOT_BF16_BF16_BF16 = 5;
+   */
+  ALG_DOT_BF16_BF16_BF16 = 5,
+
+  /**
+   * @generated from enum value: ALG_DOT_BF16_BF16_F32 = 6;
+   */
+  ALG_DOT_BF16_BF16_F32 = 6,
+
+  /**
+   * @generated from enum value: ALG_DOT_BF16_BF16_F32_X3 = 7;
+   */
+  ALG_DOT_BF16_BF16_F32_X3 = 7,
+
+  /**
+   * @generated from enum value: ALG_DOT_BF16_BF16_F32_X6 = 8;
+   */
+  ALG_DOT_BF16_BF16_F32_X6 = 8,
+
+  /**
+   * @generated from enum value: ALG_DOT_TF32_TF32_F32 = 9;
+   */
+  ALG_DOT_TF32_TF32_F32 = 9,
+
+  /**
+   * @generated from enum value: ALG_DOT_TF32_TF32_F32_X3 = 10;
+   */
+  ALG_DOT_TF32_TF32_F32_X3 = 10,
+
+  /**
+   * @generated from enum value: ALG_DOT_F32_F32_F32 = 11;
+   */
+  ALG_DOT_F32_F32_F32 = 11,
+
+  /**
+   * @generated from enum value: ALG_DOT_F64_F64_F64 = 12;
+   */
+  ALG_DOT_F64_F64_F64 = 12,
+
+  /**
+   * @generated from enum value: ALG_DOT_BF16_BF16_F32_X9 = 13;
+   */
+  ALG_DOT_BF16_BF16_F32_X9 = 13,
+}
+
+/**
+ * Describes the enum xla.PrecisionConfig.Algorithm.
+ */
+export const PrecisionConfig_AlgorithmSchema: GenEnum<PrecisionConfig_Algorithm> = /*@__PURE__*/
+  enumDesc(file_xla_data, 19, 1);
+
+/**
+ * An output buffer of a custom-call or fusion that aliases an operand's buffer.
+ *
+ * @generated from message xla.OutputOperandAliasing
+ */
+export type OutputOperandAliasing = Message<"xla.OutputOperandAliasing"> & {
+  /**
+   * @generated from field: repeated int64 output_shape_index = 1;
+   */
+  outputShapeIndex: bigint[];
+
+  /**
+   * @generated from field: int64 operand_index = 2;
+   */
+  operandIndex: bigint;
+
+  /**
+   * @generated from field: repeated int64 operand_shape_index = 3;
+   */
+  operandShapeIndex: bigint[];
+};
+
+/**
+ * Describes the message xla.OutputOperandAliasing.
+ * Use `create(OutputOperandAliasingSchema)` to create a new message.
+ */
+export const OutputOperandAliasingSchema: GenMessage<OutputOperandAliasing> = /*@__PURE__*/
+  messageDesc(file_xla_data, 20);
 
 /**
  * Element types. Kiln uses PRED, S32, S64, U8, F16, BF16, F32 and TUPLE; the rest are listed so

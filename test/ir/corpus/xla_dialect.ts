@@ -1,7 +1,7 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens, collectives. test/xla/xla.test.ts checks XLA loads what Kiln makes of
+// and partition ids, tokens, collectives, custom-call / dot / call attributes. test/xla/xla.test.ts checks XLA loads what Kiln makes of
 // each and that XLA's own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
@@ -78,6 +78,26 @@ ENTRY e {
   cpd = f32[4] collective-permute-done(cps)
   ROOT t = (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4])
     tuple(ar, ag, rs, a2a, cp, ard, agd, cpd)
+}
+`,
+  attributes: `HloModule attributes
+
+neg {
+  a = f32[2] parameter(0)
+  ROOT n = f32[2] negate(a)
+}
+
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2,2] parameter(1)
+  d = f32[2] dot(y, x), lhs_contracting_dims={1}, rhs_contracting_dims={0},
+    algorithm=dot_f32_f32_f32
+  c = f32[2] call(d), to_apply=neg, is_composite=true,
+    frontend_attributes={composite.name="kiln.neg",composite.attributes={},composite.version="0"}
+  cc = (f32[2], f32[2]) custom-call(x, y), custom_call_target="kiln.pair",
+    custom_call_has_side_effect=true, output_to_operand_aliasing={{0}: (0, {})},
+    api_version=API_VERSION_TYPED_FFI, operand_layout_constraints={f32[2], f32[2,2]{0,1}}
+  ROOT t = (f32[2], f32[2], (f32[2], f32[2])) tuple(d, c, cc)
 }
 `,
   tokens: `HloModule tokens
