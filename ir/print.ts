@@ -352,7 +352,8 @@ const ATTR_PRINTERS = {
   operand_layout_constraints: (i, _n, layouts) => {
     const shapes = i.attrs.operandLayoutConstraints;
     if (shapes === undefined) return undefined;
-    return { text: `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`, isDefault: false };
+    const text = `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`;
+    return { text, isDefault: false };
   },
   algorithm: (i) => word(i.attrs.dotAlgorithm),
   is_composite: (i) => bool(i.attrs.isComposite),
@@ -392,7 +393,9 @@ const ATTR_PRINTERS = {
 /** `{{}: (0, {}), {1}: (2, {0})}`: output shape index -> (operand, operand shape index). */
 export function printAliasing(pairs: readonly OutputOperandAlias[]): string {
   const idx = (xs: readonly number[]) => `{${xs.join(",")}}`;
-  return `{${pairs.map((a) => `${idx(a.output)}: (${a.operand}, ${idx(a.operandIndex)})`).join(", ")}}`;
+  const pair = (a: OutputOperandAlias) =>
+    `${idx(a.output)}: (${a.operand}, ${idx(a.operandIndex)})`;
+  return `{${pairs.map(pair).join(", ")}}`;
 }
 
 /** `{{0,1},{2,3}}`: replica groups and source-target pairs. */

@@ -1,8 +1,9 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens, collectives, custom-call / dot / call attributes. test/xla/xla.test.ts checks XLA loads what Kiln makes of
-// each and that XLA's own print and proto of it read back into the same module.
+// and partition ids, tokens, collectives, custom-call / dot / call attributes.
+// test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's own print and
+// proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
   layouts: `HloModule layouts
