@@ -200,6 +200,8 @@ export interface Attributes {
   outputToOperandAliasing?: OutputOperandAlias[];
   /** dot: XLA's precision algorithm (`algorithm=dot_bf16_bf16_f32`; kept, not used). */
   dotAlgorithm?: DotAlgorithm;
+  /** async-start/-update/-done: the thread the callee runs on (XLA's; kept, not used). */
+  asyncExecutionThread?: string;
   /** call: XLA's is_composite (the call stands for a composite op; kept). */
   isComposite?: boolean;
   backendConfig?: string;

@@ -11,7 +11,7 @@ import { EvalError } from "./errors.ts";
 import { Literal } from "./literal.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
 import { isCollective, type Opcode } from "./opcodes.ts";
-import { shapeToString } from "./shape.ts";
+import { type Shape, shapeToString } from "./shape.ts";
 import {
   binaryOp,
   bitcastConvertOp,
@@ -49,6 +49,7 @@ import {
   fail,
   scalarIndex,
   valueShapeString,
+  zeros,
   type EvalContext,
   type EvalValue,
   type OpImpl,
@@ -131,6 +132,24 @@ const conditionalOp: OpImpl = (instr, ops, ctx) => {
   }
   return ctx.call(instr.called[branch]!, [ops[branch + 1]!]);
 };
+
+/**
+ * async-start runs its callee at once (a program's result does not depend on when it runs) and
+ * gives ((operands...), result, contexts...); the contexts, which only XLA's runtime reads, are
+ * zeros of their declared types.
+ */
+const asyncStartOp: OpImpl = (instr, ops, ctx) =>
+  asyncStartValue(instr, ops, ctx.call(callee(instr, 0, "async"), [...ops]));
+
+function asyncStartValue(instr: Instruction, ops: readonly EvalValue[], result: EvalValue) {
+  const s = instr.shape;
+  const contexts = s.kind === "tuple" ? s.elements.slice(2) : [];
+  return [[...ops], result, ...contexts.map((e) => zeroValue(e))];
+}
+
+function zeroValue(s: Shape): EvalValue {
+  return s.kind === "tuple" ? s.elements.map(zeroValue) : zeros(s.type, s.dims);
+}
 
 // ---- the opcode table ---------------------------------------------------------------------
 
@@ -258,6 +277,10 @@ export const EVALUATORS = {
   call: callOp,
   while: whileOp,
   conditional: conditionalOp,
+  "async-start": asyncStartOp,
+  // The callee ran at the start: an update passes the state on, a done takes the result.
+  "async-update": (_instr, ops) => ops[0]!,
+  "async-done": (_instr, ops) => asTuple(ops[0], "the async-start value")[1]!,
   "get-dimension-size": getDimensionSizeOp,
   "set-dimension-size": setDimensionSizeOp,
   "custom-call": customCallOp,
@@ -413,6 +436,11 @@ export function evaluateReplicated(
   return lockstep(entry, args, ctxs, count, new Map());
 }
 
+/** async-update and async-done name the async computation but do not run it. */
+function runsCallees(instr: Instruction): boolean {
+  return instr.opcode !== "async-update" && instr.opcode !== "async-done";
+}
+
 /** True when `c` or a computation it calls holds a collective. */
 function holdsCollective(c: Computation, memo: Map<Computation, boolean>): boolean {
   const known = memo.get(c);
@@ -450,7 +478,7 @@ function lockstep(
       const byOperand = instr.operands.map((_, k) => ops.map((o) => o[k]!));
       results = guarded(instr, ops[0]!, () => impl(instr, byOperand, devices, ctxs));
       results.forEach((r, d) => checkResult(instr, ops[d]!, r));
-    } else if (instr.called.some((k) => holdsCollective(k, memo))) {
+    } else if (runsCallees(instr) && instr.called.some((k) => holdsCollective(k, memo))) {
       results = guarded(instr, ops[0]!, () => lockstepCall(instr, ops, ctxs, devices, memo));
       results.forEach((r, d) => checkResult(instr, ops[d]!, r));
     } else {
@@ -488,6 +516,8 @@ function lockstepCall(
     case "call":
     case "fusion":
       return run(callee(instr, 0, "called"), ops);
+    case "async-start":
+      return run(callee(instr, 0, "async"), ops).map((r, d) => asyncStartValue(instr, ops[d]!, r));
     case "while": {
       const cond = callee(instr, 0, "condition");
       const body = callee(instr, 1, "body");

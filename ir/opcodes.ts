@@ -99,6 +99,10 @@ export const OPCODES = [
   "collective-permute",
   "collective-permute-start",
   "collective-permute-done",
+  // Asynchronous calls (the evaluator runs the callee at the start)
+  "async-start",
+  "async-update",
+  "async-done",
   // Ordering of side effects
   "after-all",
   // Escape hatch
@@ -129,9 +133,10 @@ export type OpGroup =
 /**
  * Roles of called computations, in the order they are stored in `Instruction.called`:
  * `to_apply` (reducers, comparators, call), `calls` (fusion), `condition`+`body` (while),
- * `branches` (conditional).
+ * `branches` (conditional), `async` (async-update and async-done: the async computation, which
+ * the text may leave out).
  */
-export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches";
+export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async";
 
 export interface OpcodeInfo {
   readonly group: OpGroup;
@@ -249,6 +254,9 @@ export const OPCODE_INFO = {
   "collective-permute": collective(1),
   "collective-permute-start": collective(1),
   "collective-permute-done": collective(1),
+  "async-start": { group: "control", arity: "variadic", called: "calls", elementwise: false },
+  "async-update": { group: "control", arity: 1, called: "async", elementwise: false },
+  "async-done": { group: "control", arity: 1, called: "async", elementwise: false },
   "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },

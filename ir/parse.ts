@@ -82,6 +82,22 @@ interface InstrAst extends NameRef {
   metadata: Metadata;
   /** Called computations in the role order of OPCODE_INFO[opcode].called. */
   called: NameRef[];
+  /**
+   * XLA's short form of an async-start wrapping one instruction (`x = (...) multiply-start(a,
+   * b)`): the wrapped opcode, its attributes and callees; build() makes its computation.
+   */
+  wrapped?: { opcode: Opcode; attrs: Attributes; called: NameRef[] };
+}
+
+/**
+ * `<op>-start` / `-update` / `-done` for an opcode that has no such form of its own: XLA's
+ * printing of an async-start whose computation is that one instruction. copy-start and
+ * copy-done are XLA opcodes of their own (not read here), not this form.
+ */
+function asyncShortForm(word: string): { base: Opcode; part: Opcode } | undefined {
+  const m = /^(.+)-(start|update|done)$/.exec(word);
+  if (!m || !isOpcode(m[1]!) || m[1] === "copy") return undefined;
+  return { base: m[1], part: `async-${m[2]}` as Opcode };
 }
 
 interface SignatureAst {
@@ -923,9 +939,13 @@ class Parser {
   // -- attributes --
 
   /** `, key=value` pairs after an instruction's operands. */
-  attributes(opcode: Opcode, d: Draft): void {
+  attributes(opcode: Opcode, d: Draft, extra: readonly AttrKey[] = []): void {
     const slots: readonly AttrSlot[] = TEXT_ATTRS[opcode];
-    const allowed = new Set<string>([...slots.map((s) => slotKey(s).key), ...GLOBAL_ATTRS]);
+    const allowed = new Set<string>([
+      ...slots.map((s) => slotKey(s).key),
+      ...GLOBAL_ATTRS,
+      ...extra,
+    ]);
     let end = this.pos;
     while (this.eat(",")) {
       this.ws();
@@ -1134,7 +1154,26 @@ class Parser {
     const opText = match(RE_OPCODE, this.text, opcodePos);
     if (opText === undefined) this.fail(shape ? "an opcode" : "a shape or an opcode");
     if (!isOpcode(opText)) {
-      throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
+      const short = asyncShortForm(opText);
+      if (short === undefined) {
+        throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
+      }
+      this.pos += opText.length;
+      if (short.part !== "async-start") {
+        return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, short.part,
+          opcodePos);
+      }
+      // The operands and attributes are the wrapped instruction's (plus the thread).
+      const inner = this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, short.base,
+        opcodePos, false, ["async_execution_thread"]);
+      const { asyncExecutionThread, ...attrs } = inner.attrs;
+      return {
+        ...inner,
+        opcode: "async-start",
+        attrs: asyncExecutionThread !== undefined ? { asyncExecutionThread } : {},
+        called: [],
+        wrapped: { opcode: short.base, attrs, called: inner.called },
+      };
     }
     this.pos += opText.length;
     return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, opText, opcodePos);
@@ -1151,6 +1190,7 @@ class Parser {
     opcode: Opcode,
     opcodePos: number,
     nested = false,
+    extraAttrs: readonly AttrKey[] = [],
   ): InstrAst {
     const d = newDraft();
     const operands: OperandAst[] = [];
@@ -1217,7 +1257,7 @@ class Parser {
         );
       }
     }
-    if (!nested) this.attributes(opcode, d);
+    if (!nested) this.attributes(opcode, d, extraAttrs);
     return {
       name,
       pos,
@@ -1244,6 +1284,7 @@ class Parser {
       case "to_apply":
         return one("to_apply");
       case "calls":
+      case "async":
         return one("calls");
       case "while":
         return [...one("condition"), ...one("body")];
@@ -1518,6 +1559,7 @@ const ATTR_PARSERS = {
     d.attrs.dotAlgorithm = p.oneOf(names, "a dot algorithm");
   },
   is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
+  async_execution_thread: (p, d) => void (d.attrs.asyncExecutionThread = p.string()),
   channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
   replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
   source_target_pairs: (p, d) => {
@@ -1625,7 +1667,7 @@ function build(p: Parser, ast: ModuleAst): Module {
         }
         return op;
       });
-      const called = iAst.called.map((ref) => {
+      const lookUp = (ref: NameRef) => {
         const c = comps.get(ref.name);
         if (!c) {
           throw p.error(
@@ -1634,7 +1676,9 @@ function build(p: Parser, ast: ModuleAst): Module {
           );
         }
         return c;
-      });
+      };
+      const called = iAst.called.map(lookUp);
+      if (iAst.wrapped) called.push(wrappedComputation(p, module, iAst, operands, lookUp));
       if (iAst.opcode === "parameter") {
         const n = iAst.attrs.parameterNumber!;
         const prev = params.get(n);
@@ -1686,6 +1730,45 @@ function build(p: Parser, ast: ModuleAst): Module {
     if (cAst.signature) checkSignature(p, comp, cAst.signature);
   }
   return module;
+}
+
+/**
+ * The computation of XLA's short async form `x = ((a, b), r, ...) op-start(a, b), <op's attrs>`:
+ * one parameter per operand and `op` of them as its ROOT, of the start's result shape r.
+ */
+function wrappedComputation(
+  p: Parser,
+  module: Module,
+  iAst: InstrAst,
+  operands: readonly Instruction[],
+  lookUp: (ref: NameRef) => Computation,
+): Computation {
+  const w = iAst.wrapped!;
+  const s = iAst.shape;
+  if (s === undefined || s.kind !== "tuple" || s.elements.length < 2) {
+    throw p.error(
+      iAst.shapePos,
+      `expected the shape of ${w.opcode}-start '${iAst.name}' to be ((operands...), result, ...)`,
+    );
+  }
+  const c = module.addComputation(module.uniqueComputationName(`${w.opcode}.async_computation`));
+  const params = operands.map((o, i) =>
+    c.addInstruction({
+      opcode: "parameter",
+      shape: o.shape,
+      attrs: { parameterNumber: i },
+      name: module.uniqueName(`${w.opcode}.param_${i}`),
+    }),
+  );
+  c.root = c.addInstruction({
+    opcode: w.opcode,
+    shape: s.elements[1]!,
+    operands: params,
+    attrs: w.attrs,
+    called: w.called.map(lookUp),
+    name: module.uniqueName(w.opcode),
+  });
+  return c;
 }
 
 function displayName(i: InstrAst): string {

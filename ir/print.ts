@@ -85,6 +85,7 @@ export const ATTR_KEYS = [
   "operand_layout_constraints",
   "algorithm",
   "is_composite",
+  "async_execution_thread",
   "channel_id",
   "replica_groups",
   "source_target_pairs",
@@ -232,6 +233,9 @@ export const TEXT_ATTRS = {
   "collective-permute": PERMUTE,
   "collective-permute-start": PERMUTE,
   "collective-permute-done": [],
+  "async-start": ["async_execution_thread?", "calls"],
+  "async-update": ["async_execution_thread?", "calls?"],
+  "async-done": ["async_execution_thread?", "calls?"],
   "custom-call": [
     "custom_call_target",
     "custom_call_has_side_effect?",
@@ -357,6 +361,10 @@ const ATTR_PRINTERS = {
   },
   algorithm: (i) => word(i.attrs.dotAlgorithm),
   is_composite: (i) => bool(i.attrs.isComposite),
+  async_execution_thread: (i) =>
+    i.attrs.asyncExecutionThread === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.asyncExecutionThread), isDefault: false },
   channel_id: (i) => int(i.attrs.channelId),
   replica_groups: (i) =>
     i.attrs.replicaGroups === undefined

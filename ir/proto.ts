@@ -233,6 +233,9 @@ const OP_RULES = {
   "collective-permute": anyShape("sourceTargetPairs"),
   "collective-permute-start": anyShape("sourceTargetPairs"),
   "collective-permute-done": anyShape(),
+  "async-start": anyShape(),
+  "async-update": anyShape(),
+  "async-done": anyShape(),
   "custom-call": anyShape("customCallTarget"),
 } satisfies { [K in Opcode]: OpRule };
 
@@ -542,6 +545,7 @@ function instructionToProto(
     });
   }
   if (a.isComposite !== undefined) p.isComposite = a.isComposite;
+  if (a.asyncExecutionThread !== undefined) p.asyncExecutionThread = a.asyncExecutionThread;
   if (a.channelId !== undefined) p.channelId = i64(a.channelId, at("channel_id"));
   if (a.replicaGroups !== undefined) {
     p.replicaGroups = a.replicaGroups.map((g, k) =>
@@ -1103,6 +1107,11 @@ class Reader {
           throw new ProtoError(`${where}: ${opcode} calls exactly one computation, got ${n}`);
         }
         return called;
+      case "async":
+        if (n > 1) {
+          throw new ProtoError(`${where}: ${opcode} calls at most one computation, got ${n}`);
+        }
+        return called;
       case "while":
         if (n !== 2) {
           throw new ProtoError(`${where}: while calls a body and a condition, got ${n}`);
@@ -1417,6 +1426,10 @@ function readAttributes(
     }
   }
   if (p.isComposite) a.isComposite = true;
+  // XLA writes "main" (the default thread) on every async op: that is none.
+  if (p.asyncExecutionThread !== "" && p.asyncExecutionThread !== "main") {
+    a.asyncExecutionThread = p.asyncExecutionThread;
+  }
   if (uses("sourceTargetPairs") || p.sourceTargetPairs.length > 0) {
     a.sourceTargetPairs = p.sourceTargetPairs.map((st, k): [number, number] => [
       num(st.source, at(`source_target_pairs[${k}].source`), 0),

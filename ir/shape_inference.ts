@@ -29,6 +29,7 @@ import {
   isUnsignedIntegerType,
   scalarShape,
   type Shape,
+  type TupleShape,
   shapesEqual,
   shapeToString,
   tupleShape,
@@ -154,6 +155,9 @@ export function inferShape(
       if (called.length !== 1) {
         c.fail(`needs exactly one called computation (${role}), got ${called.length}`);
       }
+      break;
+    case "async":
+      if (called.length > 1) c.fail(`calls at most one computation, got ${called.length}`);
       break;
     case "while":
       if (called.length !== 2) {
@@ -1554,6 +1558,59 @@ const collectiveDoneRule: ShapeRule = (c: RuleContext) => {
   return t.elements[1]!;
 };
 
+// ---- Asynchronous calls ------------------------------------------------------------------------
+
+/**
+ * async-start: declared `((operands...), result, contexts...)`: element 0 the operands' shapes,
+ * element 1 the callee's result, which takes the operands as its parameters; any further
+ * elements (XLA's contexts, typically u32[] / s32[]) are kept as declared.
+ */
+const asyncStartRule: ShapeRule = (c: RuleContext) => {
+  const sig = c.callee(0, "calls");
+  const where = `async computation ${signatureToString(sig)}`;
+  if (sig.params.length !== c.operands.length) {
+    c.fail(`${where} takes ${sig.params.length} parameters but got ${c.operands.length} operands`);
+  }
+  sig.params.forEach((p, i) => {
+    if (!shapesEqual(p, c.operands[i]!)) c.fail(`${where}: operand ${i} must have shape ${str(p)}`);
+  });
+  const d = c.declared;
+  const head = [tupleShape(c.operands), sig.result];
+  if (d === undefined) return tupleShape(head);
+  if (d.kind !== "tuple" || d.elements.length < 2) {
+    c.fail(`the result must be ((operands...), result, contexts...), got ${str(d)}`);
+  }
+  return tupleShape([...head, ...d.elements.slice(2)]);
+};
+
+/** async-update: the -start tuple, unchanged; with `calls=`, the start's computation. */
+const asyncUpdateRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be an async-start's ((operands...), result, ...), got ${str(t)}`);
+  }
+  checkAsyncCallee(c, t);
+  return t;
+};
+
+/** async-done: element 1 (the result) of the -start tuple. */
+const asyncDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be an async-start's ((operands...), result, ...), got ${str(t)}`);
+  }
+  checkAsyncCallee(c, t);
+  return t.elements[1]!;
+};
+
+function checkAsyncCallee(c: RuleContext, t: TupleShape): void {
+  if (c.called.length === 0) return;
+  const sig = c.callee(0, "calls");
+  if (!shapesEqual(sig.result, t.elements[1]!)) {
+    c.fail(`the async computation returns ${str(sig.result)}, not the start's result`);
+  }
+}
+
 // ---- The table -------------------------------------------------------------------------------
 
 const SHAPE_RULES = {
@@ -1563,6 +1620,9 @@ const SHAPE_RULES = {
   "replica-id": () => scalarShape("u32"),
   "partition-id": () => scalarShape("u32"),
   "after-all": afterAllRule,
+  "async-start": asyncStartRule,
+  "async-update": asyncUpdateRule,
+  "async-done": asyncDoneRule,
   "all-reduce": allReduceRule,
   "all-reduce-start": allReduceRule,
   "all-reduce-done": (c) => c.operands[0]!,

@@ -1864,6 +1864,28 @@ ENTRY %e {
     ).toThrow(/the devices disagree on the loop condition/);
   });
 
+  it("async-start runs its callee (in lockstep when it holds a collective)", () => {
+    const m = hlo(`HloModule async
+${ADD}
+%wrapped (a: f32[2]) -> f32[2] {
+  %a = f32[2] parameter(0)
+  ROOT %r = f32[2] all-reduce(%a), to_apply=%add
+}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %s = ((f32[2]), f32[2], s32[]) async-start(%x), calls=%wrapped
+  %u = ((f32[2]), f32[2], s32[]) async-update(%s)
+  %d = f32[2] async-done(%u), calls=%wrapped
+  %c = s32[] get-tuple-element(%u), index=2
+  ROOT %t = (f32[2], s32[]) tuple(%d, %c)
+}`);
+    expect(each(evaluateReplicated(m, on([1, 2], [3, 4])))).toEqual([
+      [[4, 6], [0]],
+      [[4, 6], [0]],
+    ]);
+    expect((run(m, f32([2], [1, 2])) as EvalValue[]).map(vals)).toEqual([[1, 2], [0]]);
+  });
+
   it("evaluate() runs one device: groups naming other devices are an error", () => {
     const m = hlo(`HloModule one
 ${ADD}

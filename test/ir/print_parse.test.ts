@@ -394,6 +394,27 @@ ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2
       f32[2]{0} %c, (f32[2]{0}, f32[2]{0}) %cc, f32[2]{0} %fu)
 }
 `,
+  async: `
+HloModule async
+
+%wrapped (a: f32[2], b: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  %b = f32[2]{0} parameter(1)
+  ROOT %m = f32[2]{0} multiply(f32[2]{0} %a, f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2]) -> f32[2] {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2]{0} parameter(1)
+  %s = ((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) async-start(f32[2]{0} %x, f32[2]{0} %y),
+      async_execution_thread="side", calls=%wrapped
+  %u = ((f32[2]{0}, f32[2]{0}), f32[2]{0},
+      s32[]) async-update(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %s),
+      async_execution_thread="side", calls=%wrapped
+  ROOT %d = f32[2]{0} async-done(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %u),
+      async_execution_thread="side"
+}
+`,
   collectives: `
 HloModule collectives
 

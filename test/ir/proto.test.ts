@@ -99,6 +99,27 @@ ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2
       f32[2]{0} %c, (f32[2]{0}, f32[2]{0}) %cc, f32[2]{0} %fu)
 }
 `,
+  async: `
+HloModule async
+
+%wrapped (a: f32[2], b: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  %b = f32[2]{0} parameter(1)
+  ROOT %m = f32[2]{0} multiply(f32[2]{0} %a, f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2]) -> f32[2] {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2]{0} parameter(1)
+  %s = ((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) async-start(f32[2]{0} %x, f32[2]{0} %y),
+      async_execution_thread="side", calls=%wrapped
+  %u = ((f32[2]{0}, f32[2]{0}), f32[2]{0},
+      s32[]) async-update(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %s),
+      async_execution_thread="side", calls=%wrapped
+  ROOT %d = f32[2]{0} async-done(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %u),
+      async_execution_thread="side"
+}
+`,
   collectives: `
 HloModule collectives
 
@@ -559,6 +580,7 @@ const ATTRIBUTE_KEYS = Object.keys({
   outputToOperandAliasing: 0,
   dotAlgorithm: 0,
   isComposite: 0,
+  asyncExecutionThread: 0,
   replicaGroups: 0,
   channelId: 0,
   useGlobalDeviceIds: 0,
@@ -796,6 +818,7 @@ describe("the bytes carry XLA's schema", () => {
           output_operand_aliasing: 74,
           precision_config: 51,
           is_composite: 89,
+          async_execution_thread: 79,
         },
       ],
       [PrecisionConfigSchema, { operand_precision: 1, algorithm: 2 }],

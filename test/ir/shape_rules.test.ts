@@ -267,6 +267,39 @@ const CASES = {
     ],
     bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
   },
+  "async-start": {
+    good: [
+      { operands: ["f32[2]"], called: [branchF32], result: "((f32[2]), f32[2])" },
+      {
+        operands: ["f32[2]"],
+        called: [branchF32],
+        declared: "((f32[2]), f32[2], s32[])",
+        result: "((f32[2]), f32[2], s32[])",
+      },
+    ],
+    bad: [
+      { operands: ["s32[2]"], called: [branchF32], error: "operand 0 must have shape f32[2]" },
+      { operands: ["f32[2]"], error: "needs exactly one called computation (calls), got 0" },
+    ],
+  },
+  "async-update": {
+    good: [{ operands: ["((f32[2]), f32[2], s32[])"], result: "((f32[2]), f32[2], s32[])" }],
+    bad: [{ operands: ["f32[2]"], error: "the operand must be an async-start's" }],
+  },
+  "async-done": {
+    good: [
+      { operands: ["((f32[2]), f32[2], s32[])"], result: "f32[2]" },
+      { operands: ["((f32[2]), f32[2])"], called: [branchF32], result: "f32[2]" },
+    ],
+    bad: [
+      {
+        operands: ["((f32[2]), s32[2])"],
+        called: [branchF32],
+        error: "the async computation returns f32[2], not the start's result",
+      },
+      { operands: ["f32[2]"], error: "the operand must be an async-start's" },
+    ],
+  },
   "all-reduce": {
     good: [
       {

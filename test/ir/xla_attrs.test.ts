@@ -182,3 +182,70 @@ ENTRY e {
     ]);
   });
 });
+
+describe("async calls", () => {
+  const EXPLICIT = `HloModule m
+wrapped {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT m = f32[2] multiply(a, b)
+}
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2] parameter(1)
+  s = ((f32[2], f32[2]), f32[2], s32[]) async-start(x, y), calls=wrapped,
+    async_execution_thread="side"
+  u = ((f32[2], f32[2]), f32[2], s32[]) async-update(s)
+  ROOT d = f32[2] async-done(u)
+}`;
+  // XLA prints an async-start whose computation is one instruction in this short form.
+  const SHORT = `HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2] parameter(1)
+  s = ((f32[2], f32[2]), f32[2], s32[]) multiply-start(x, y), async_execution_thread="side"
+  u = ((f32[2], f32[2]), f32[2], s32[]) multiply-update(s)
+  ROOT d = f32[2] multiply-done(u)
+}`;
+
+  it("XLA's short form <op>-start reads as async-start of a one-instruction computation", () => {
+    const a = parseHlo(EXPLICIT);
+    const b = parseHlo(SHORT);
+    verifyModule(b);
+    expect(fingerprint(b)).toBe(fingerprint(a));
+    const s = [...b.allInstructions()].find((i) => i.name === "s")!;
+    expect(s.opcode).toBe("async-start");
+    expect(s.attrs.asyncExecutionThread).toBe("side");
+    expect(s.called[0]!.root.opcode).toBe("multiply");
+  });
+
+  it("round-trips through text and proto", () => {
+    const m = parseHlo(EXPLICIT);
+    verifyModule(m);
+    expect(fingerprint(parseHlo(printHlo(m)))).toBe(fingerprint(m));
+    expect(fingerprint(moduleFromProto(moduleToProto(m)))).toBe(fingerprint(m));
+  });
+
+  it("the short form of a wrapped op with attributes keeps them on the wrapped op", () => {
+    const m = parseHlo(`HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  s = ((f32[2,3]), f32[3,2]) transpose-start(x), dimensions={1,0}
+  ROOT d = f32[3,2] transpose-done(s)
+}`);
+    verifyModule(m);
+    const s = [...m.allInstructions()].find((i) => i.name === "s")!;
+    expect(s.called[0]!.root.attrs.dimensions).toEqual([1, 0]);
+    expect(s.attrs.dimensions).toBeUndefined();
+  });
+
+  it("copy-start is XLA's own opcode, not the short form (Kiln does not read it)", () => {
+    expect(() =>
+      parseHlo(`HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  ROOT s = (f32[2], f32[2], u32[]) copy-start(x)
+}`),
+    ).toThrow(/unknown opcode 'copy-start'/);
+  });
+});

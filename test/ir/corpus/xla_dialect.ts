@@ -1,7 +1,7 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens, collectives, custom-call / dot / call attributes.
+// and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls.
 // test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's own print and
 // proto of it read back into the same module.
 
@@ -99,6 +99,22 @@ ENTRY e {
     custom_call_has_side_effect=true, output_to_operand_aliasing={{0}: (0, {})},
     api_version=API_VERSION_TYPED_FFI, operand_layout_constraints={f32[2], f32[2,2]{0,1}}
   ROOT t = (f32[2], f32[2], (f32[2], f32[2])) tuple(d, c, cc)
+}
+`,
+  async: `HloModule async
+
+wrapped {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT m = f32[2] multiply(a, b)
+}
+
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2] parameter(1)
+  s = ((f32[2], f32[2]), f32[2], s32[]) async-start(x, y), calls=wrapped
+  u = ((f32[2], f32[2]), f32[2], s32[]) async-update(s)
+  ROOT d = f32[2] async-done(u)
 }
 `,
   tokens: `HloModule tokens
