@@ -13,6 +13,7 @@
 // attribute is an error. Every failure is a ParseError with the line and column and what was
 // expected there; the verifier is not run.
 
+import { isSmallFloatType, smallFloatMax } from "./small_floats.ts";
 import {
   COMPARISON_DIRECTIONS,
   type Attributes,
@@ -194,6 +195,10 @@ const FLOAT_MAX = {
   bf16: 3.3895313892515355e38,
   f64: Number.MAX_VALUE,
 };
+
+function largestFinite(t: ElementType): number {
+  return isSmallFloatType(t) ? smallFloatMax(t) : FLOAT_MAX[t as keyof typeof FLOAT_MAX];
+}
 
 const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
 const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
@@ -929,7 +934,7 @@ class Parser {
       throw this.error(
         start,
         `expected a value that fits ${type}, got '${token}' (out of range: the largest finite ` +
-          `${type} is ${FLOAT_MAX[type as "f32" | "f16" | "bf16" | "f64"]}; write inf for infinity)`,
+          `${type} is ${largestFinite(type)}; write inf for infinity)`,
       );
     }
     this.pos = start + token.length;

@@ -6,6 +6,7 @@
 // hold are sanitized (as XLA does) and kept unique; `canonicalNames` names everything by position
 // for fingerprints.
 
+import { isSmallFloatType } from "./small_floats.ts";
 import {
   convDimsToLabels,
   type Metadata,
@@ -510,7 +511,7 @@ export function formatFloat(v: number, type: ElementType = "f32"): string {
   // The nearest (p+1)-digit decimal is never farther from v than the nearest p-digit one, so
   // "reads back" holds from some p on: binary search it, up to the type's round-trip digits.
   let lo = 1;
-  let hi = type === "f16" ? 5 : type === "bf16" ? 4 : 9;
+  let hi = type === "f16" ? 5 : type === "bf16" ? 4 : isSmallFloatType(type) ? 3 : 9;
   if (!readsBack(hi)) hi = 17;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
@@ -575,6 +576,13 @@ function formatElement(lit: Literal, i: number): string {
     case "bf16":
     case "f32":
     case "f64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
       return Number.isNaN(v) ? formatNaN(lit, i) : formatFloat(Number(v), lit.type);
     case "token":
       throw new Error("a token has no literal text");

@@ -127,6 +127,13 @@ const PRIMITIVE_TYPE = {
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
   f64: PrimitiveType.F64,
+  f8e5m2: PrimitiveType.F8E5M2,
+  f8e4m3: PrimitiveType.F8E4M3,
+  f8e3m4: PrimitiveType.F8E3M4,
+  f8e4m3fn: PrimitiveType.F8E4M3FN,
+  f8e4m3fnuz: PrimitiveType.F8E4M3FNUZ,
+  f8e5m2fnuz: PrimitiveType.F8E5M2FNUZ,
+  f8e4m3b11fnuz: PrimitiveType.F8E4M3B11FNUZ,
 } satisfies { [K in ElementType]: PrimitiveType };
 
 const ELEMENT_TYPE_OF: ReadonlyMap<number, ElementType> = new Map(
@@ -673,6 +680,15 @@ function literalToProto(lit: Literal): LiteralProto {
     case "f64":
       refuseNonCanonicalNaN(lit);
       p.f64s = Array.from(data as Float64Array);
+      break;
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+      p[`${lit.type}s`] = dataToBytes(lit.type, data);
       break;
     case "token":
       throw new ProtoError("a token has no literal");
@@ -1658,6 +1674,19 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       const fromBits = type === "f16" ? f16BitsToNumber : bf16BitsToNumber;
       const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
+      break;
+    }
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+    {
+      const field = `${type}s` as const;
+      got(p[field].length, field);
+      physical = dataFromBytes(type, p[field]);
       break;
     }
     default: {

@@ -37,6 +37,7 @@ import {
   tupleShape,
 } from "../../ir/shape.ts";
 import { ELEMENT_TYPE_INFO } from "../../ir/element_types.ts";
+import { smallFloatFromBits } from "../../ir/small_floats.ts";
 
 /** print(parse(text)) is a fixed point of print∘parse; returns the printed text. */
 function roundTrip(text: string): string {
@@ -413,6 +414,26 @@ ENTRY %main (x: f32[2], y: f32[2]) -> f32[2] {
       async_execution_thread="side", calls=%wrapped
   ROOT %d = f32[2]{0} async-done(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %u),
       async_execution_thread="side"
+}
+`,
+  f8: `
+HloModule f8
+
+ENTRY %main (x: f32[4]) -> (f8e4m3fn[4], f8e5m2[4], f8e4m3fnuz[2], f8e5m2fnuz[2], f8e4m3b11fnuz[2],
+      f8e4m3[3], f8e3m4[3]) {
+  %x = f32[4]{0} parameter(0)
+  %a = f8e4m3fn[4]{0} constant({0, -0, 448, nan})
+  %c = f8e4m3fn[4]{0} convert(f32[4]{0} %x)
+  %s = f8e4m3fn[4]{0} add(f8e4m3fn[4]{0} %a, f8e4m3fn[4]{0} %c)
+  %b = f8e5m2[4]{0} constant({1.5, -inf, 57344, 0.00012})
+  %d = f8e4m3fnuz[2]{0} constant({240, -0.13})
+  %e = f8e5m2fnuz[2]{0} constant({57344, 1})
+  %f = f8e4m3b11fnuz[2]{0} constant({30, -1})
+  %g = f8e4m3[3]{0} constant({240, inf, -0.5})
+  %h = f8e3m4[3]{0} constant({15.5, -inf, 0.25})
+  ROOT %t = (f8e4m3fn[4]{0}, f8e5m2[4]{0}, f8e4m3fnuz[2]{0}, f8e5m2fnuz[2]{0}, f8e4m3b11fnuz[2]{0},
+      f8e4m3[3]{0}, f8e3m4[3]{0}) tuple(f8e4m3fn[4]{0} %s, f8e5m2[4]{0} %b, f8e4m3fnuz[2]{0} %d,
+      f8e5m2fnuz[2]{0} %e, f8e4m3b11fnuz[2]{0} %f, f8e4m3[3]{0} %g, f8e3m4[3]{0} %h)
 }
 `,
   collectives: `
@@ -1064,6 +1085,17 @@ function arbValue(type: ElementType): fc.Arbitrary<number | bigint | boolean> {
       return fc.float({ noDefaultInfinity: false, noNaN: false });
     case "f64":
       return fc.double({ noDefaultInfinity: false, noNaN: false });
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+      {
+        const t = type;
+        return fc.integer({ min: 0, max: 0xff }).map((b) => smallFloatFromBits(t, b));
+      }
     default: {
       const never: never = type;
       throw new Error(`unknown element type ${String(never)}`);

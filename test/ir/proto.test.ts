@@ -120,6 +120,26 @@ ENTRY %main (x: f32[2], y: f32[2]) -> f32[2] {
       async_execution_thread="side"
 }
 `,
+  f8: `
+HloModule f8
+
+ENTRY %main (x: f32[4]) -> (f8e4m3fn[4], f8e5m2[4], f8e4m3fnuz[2], f8e5m2fnuz[2], f8e4m3b11fnuz[2],
+      f8e4m3[3], f8e3m4[3]) {
+  %x = f32[4]{0} parameter(0)
+  %a = f8e4m3fn[4]{0} constant({0, -0, 448, nan})
+  %c = f8e4m3fn[4]{0} convert(f32[4]{0} %x)
+  %s = f8e4m3fn[4]{0} add(f8e4m3fn[4]{0} %a, f8e4m3fn[4]{0} %c)
+  %b = f8e5m2[4]{0} constant({1.5, -inf, 57344, 0.00012})
+  %d = f8e4m3fnuz[2]{0} constant({240, -0.13})
+  %e = f8e5m2fnuz[2]{0} constant({57344, 1})
+  %f = f8e4m3b11fnuz[2]{0} constant({30, -1})
+  %g = f8e4m3[3]{0} constant({240, inf, -0.5})
+  %h = f8e3m4[3]{0} constant({15.5, -inf, 0.25})
+  ROOT %t = (f8e4m3fn[4]{0}, f8e5m2[4]{0}, f8e4m3fnuz[2]{0}, f8e5m2fnuz[2]{0}, f8e4m3b11fnuz[2]{0},
+      f8e4m3[3]{0}, f8e3m4[3]{0}) tuple(f8e4m3fn[4]{0} %s, f8e5m2[4]{0} %b, f8e4m3fnuz[2]{0} %d,
+      f8e5m2fnuz[2]{0} %e, f8e4m3b11fnuz[2]{0} %f, f8e4m3[3]{0} %g, f8e3m4[3]{0} %h)
+}
+`,
   collectives: `
 HloModule collectives
 
@@ -887,6 +907,13 @@ describe("the bytes carry XLA's schema", () => {
           s16s: 17,
           s4s: 21,
           u4s: 22,
+          f8e5m2s: 19,
+          f8e4m3s: 28,
+          f8e3m4s: 29,
+          f8e4m3fns: 20,
+          f8e4m3fnuzs: 25,
+          f8e5m2fnuzs: 24,
+          f8e4m3b11fnuzs: 23,
         },
       ],
       [PaddingConfigSchema, { dimensions: 1 }],
@@ -1298,8 +1325,8 @@ describe("malformed bytes are rejected with a ProtoError", () => {
 
   it("a bad element type", () => {
     rejects(
-      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.F8E4M3FN)),
-      /instruction 'x'.*shape: unsupported element type F8E4M3FN/,
+      edited((m) => (instr(m, "x").shape!.elementType = PrimitiveType.C64)),
+      /instruction 'x'.*shape: unsupported element type C64/,
     );
     rejects(
       edited((m) => (instr(m, "x").shape!.elementType = 99 as PrimitiveType)),

@@ -1,9 +1,9 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls.
-// test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's own print and
-// proto of it read back into the same module.
+// and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls,
+// 8-bit floats. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
+// own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
   layouts: `HloModule layouts
@@ -115,6 +115,23 @@ ENTRY e {
   s = ((f32[2], f32[2]), f32[2], s32[]) async-start(x, y), calls=wrapped
   u = ((f32[2], f32[2]), f32[2], s32[]) async-update(s)
   ROOT d = f32[2] async-done(u)
+}
+`,
+  f8: `HloModule f8
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  a = f8e4m3fn[4] constant({0, -0, 448, nan})
+  c = f8e4m3fn[4] convert(x)
+  s = f8e4m3fn[4] add(a, c)
+  b = f8e5m2[3] constant({1.5, -inf, 57344})
+  d = f8e4m3fnuz[2] constant({240, -0.125})
+  e = f8e5m2fnuz[2] constant({57344, 1})
+  f = f8e4m3b11fnuz[2] constant({30, -1})
+  g = f8e4m3[2] constant({240, inf})
+  h = f8e3m4[2] constant({15.5, 0.25})
+  ROOT t = (f8e4m3fn[4], f8e5m2[3], f8e4m3fnuz[2], f8e5m2fnuz[2], f8e4m3b11fnuz[2], f8e4m3[2],
+    f8e3m4[2]) tuple(s, b, d, e, f, g, h)
 }
 `,
   tokens: `HloModule tokens
