@@ -7,6 +7,7 @@
 // (use_global_device_ids). Device d is replica floor(d / P), partition d mod P.
 
 import { concatLiterals, sliceAlong } from "./evaluate_movement.ts";
+import { converter } from "./evaluate_elementwise.ts";
 import { makeCombiner } from "./evaluate_reduction.ts";
 import {
   asLiteral,
@@ -106,21 +107,29 @@ function literalsOf(values: PerDevice, what: string): Literal[] {
   return values.map((v, d) => asLiteral(v, `${what} on device ${d}`));
 }
 
-/** Reduces the members' values elementwise with the reducer, in group order. */
+/**
+ * Reduces the members' values elementwise with the reducer, in group order. A float reducer of
+ * another float type than the operands (mixed precision) combines the values converted to its
+ * type, and the result is converted back.
+ */
 function reduceGroup(
   instr: Instruction,
   lits: readonly Literal[],
   ctx: EvalContext,
 ): Literal {
   const first = lits[0]!;
-  const combine = makeCombiner(ctx, instr.called[0], [first.type], "to_apply");
+  const red = instr.called[0]?.root.shape;
+  const rt = red?.kind === "array" ? red.type : first.type;
+  const into = converter(first.type, rt);
+  const back = converter(rt, first.type);
+  const combine = makeCombiner(ctx, instr.called[0], [rt], "to_apply");
   const out = allocate(first.type, first.size);
   const o = mutableElems(out);
   const xs = lits.map(elems);
   for (let i = 0; i < first.size; i++) {
-    let acc = xs[0]![i]!;
-    for (let m = 1; m < xs.length; m++) acc = combine([acc], [xs[m]![i]!])[0]!;
-    o[i] = acc;
+    let acc = into(xs[0]![i]!);
+    for (let m = 1; m < xs.length; m++) acc = combine([acc], [into(xs[m]![i]!)])[0]!;
+    o[i] = back(acc);
   }
   return new Literal(first.type, first.dims, out);
 }

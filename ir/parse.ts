@@ -200,6 +200,9 @@ function largestFinite(t: ElementType): number {
   return isSmallFloatType(t) ? smallFloatMax(t) : FLOAT_MAX[t as keyof typeof FLOAT_MAX];
 }
 
+/** The most elements a literal written as one value (or `{...}`) is filled out to. */
+const MAX_FILLED_ELEMENTS = 1 << 24;
+
 const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
 const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
 const RE_INT = /[-+]?[0-9]+/y;
@@ -828,6 +831,31 @@ class Parser {
 
   literal(shape: ArrayShape): Literal {
     const n = shape.dims.reduce((a, b) => a * b, 1);
+    this.ws();
+    if (n > MAX_FILLED_ELEMENTS && !this.text.startsWith("{", this.pos)) {
+      throw this.error(
+        this.pos,
+        `expected a constant Kiln can hold: ${shapeToString(shape, false)} has ${n} elements, ` +
+          `more than the ${MAX_FILLED_ELEMENTS} a literal written as one value may fill`,
+      );
+    }
+    if (shape.dims.length > 0 && this.text.startsWith("{...}", this.pos)) {
+      // XLA's elided constant (its printer leaves large ones out): the values are unspecified
+      // (XLA's parser fills arbitrary ones); Kiln reads zeros.
+      this.pos += 5;
+      return new Literal(shape.type, shape.dims, allocate(shape.type, n));
+    }
+    if (shape.dims.length > 0 && this.text[this.pos] !== "{") {
+      // XLA reads one value for a whole array (`f32[9] constant(0)`): every element is it.
+      const data = allocate(shape.type, n);
+      this.nanBits = undefined;
+      const v = this.scalar(shape.type);
+      if (this.nanBits !== undefined) {
+        throw this.error(this.pos, "expected a NaN without a payload for a whole-array constant");
+      }
+      (data as unknown as { fill(x: number | bigint): void }).fill(v);
+      return new Literal(shape.type, shape.dims, data);
+    }
     const left = this.text.length - this.pos;
     if (n > left) {
       // Each element takes at least one character: fail before allocating storage.
@@ -996,8 +1024,23 @@ class Parser {
     }
   }
 
+  /**
+   * A computation by name, or written inline (`to_apply={ a = f32[] parameter(0) ... }`, which
+   * XLA reads too): an inline body becomes a computation of the module named
+   * `inline_computation.N`.
+   */
   computationRef(): NameRef {
-    return this.name("a computation name");
+    this.ws();
+    if (this.text[this.pos] !== "{") return this.name("a computation name");
+    const pos = this.pos;
+    this.pos++;
+    const name = `inline_computation.${this.inlineComps.length}`;
+    const outer = this.nested;
+    this.nested = [];
+    const instrs = this.computationBody(name);
+    this.nested = outer;
+    this.inlineComps.push({ name, pos, isEntry: false, instrs });
+    return { name, pos };
   }
 
   slice(): SliceDim[] {
@@ -1353,6 +1396,24 @@ class Parser {
       signature = { pos: sigPos, params, result: this.shape(), resultPos };
     }
     this.expect("{", `to open the body of computation '${name}'`);
+    const instrs = this.computationBody(name);
+    while (this.eat(",")) {
+      this.ws();
+      const keyPos = this.pos;
+      const key = match(RE_ATTR, this.text, keyPos);
+      if (key !== "execution_thread") this.fail("a computation attribute (execution_thread)");
+      this.pos += key.length;
+      this.expect("=", "after execution_thread");
+      this.string();
+    }
+    return signature ? { name, pos, isEntry, signature, instrs } : { name, pos, isEntry, instrs };
+  }
+
+  /** Computations written inline as an attribute (`to_apply={ ... }`), in the order read. */
+  private inlineComps: CompAst[] = [];
+
+  /** The instructions of a computation body after its `{`, through its `}`. */
+  private computationBody(name: string): InstrAst[] {
     const instrs: InstrAst[] = [];
     let rootSeen: InstrAst | undefined;
     for (;;) {
@@ -1376,16 +1437,7 @@ class Parser {
       }
       instrs.push(instr);
     }
-    while (this.eat(",")) {
-      this.ws();
-      const keyPos = this.pos;
-      const key = match(RE_ATTR, this.text, keyPos);
-      if (key !== "execution_thread") this.fail("a computation attribute (execution_thread)");
-      this.pos += key.length;
-      this.expect("=", "after execution_thread");
-      this.string();
-    }
-    return signature ? { name, pos, isEntry, signature, instrs } : { name, pos, isEntry, instrs };
+    return instrs;
   }
 
   module(): ModuleAst {
@@ -1427,7 +1479,8 @@ class Parser {
         }
         entryPos = at;
       }
-      comps.push(c);
+      comps.push(...this.inlineComps, c);
+      this.inlineComps = [];
     } while (!this.atEnd());
     return name !== undefined ? { name, comps } : { comps };
   }

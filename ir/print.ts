@@ -234,7 +234,7 @@ export const TEXT_ATTRS = {
   "collective-permute": PERMUTE,
   "collective-permute-start": PERMUTE,
   "collective-permute-done": [],
-  "async-start": ["async_execution_thread?", "calls"],
+  "async-start": ["async_execution_thread?", "calls", "output_to_operand_aliasing?"],
   "async-update": ["async_execution_thread?", "calls?"],
   "async-done": ["async_execution_thread?", "calls?"],
   "custom-call": [

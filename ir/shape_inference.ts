@@ -1401,12 +1401,19 @@ function collectiveOperands(c: RuleContext): ArrayShape[] {
   return c.operands.map((_, i) => c.array(i));
 }
 
-/** The reducer of all-reduce / reduce-scatter: (T[], T[]) -> T[] for the operands' type T. */
+/**
+ * The reducer of all-reduce / reduce-scatter: (R[], R[]) -> R[]. R is the operands' type T or,
+ * for float operands, another float type (XLA's verifier allows the mixed precision: values
+ * are combined in R and the result converted back to T).
+ */
 function checkCollectiveReducer(c: RuleContext, ops: readonly ArrayShape[]): void {
   const sig = c.callee(0, "to_apply");
   const t = ops[0]!.type;
-  const s = scalarShape(t);
+  const r = sig.result.kind === "array" ? sig.result.type : t;
+  const s = scalarShape(r);
+  const mixedOk = r === t || (isFloatType(r) && isFloatType(t));
   if (
+    !mixedOk ||
     sig.params.length !== 2 ||
     !sig.params.every((p) => shapesEqual(p, s)) ||
     !shapesEqual(sig.result, s)
@@ -1415,7 +1422,7 @@ function checkCollectiveReducer(c: RuleContext, ops: readonly ArrayShape[]): voi
   }
   for (const o of ops) {
     if (o.type !== t) {
-      c.fail(`all operands must have the reducer's element type ${t}, got ${str(o)}`);
+      c.fail(`all operands must have one element type ${t}, got ${str(o)}`);
     }
   }
 }
@@ -1435,7 +1442,12 @@ const allReduceRule: ShapeRule = (c) => {
  */
 function gatherScatterResults(c: RuleContext, grow: boolean, declared: Shape): ArrayShape[] {
   const ops = collectiveOperands(c);
-  const k = groupSize(c, true);
+  const size = groupSize(c, true);
+  // With a channel_id but not use_global_device_ids the groups list replicas, and every
+  // partition of each joins in: the factor is the group size times the partition count, which
+  // the module does not carry (XLA's CollectiveOpGroupMode kCrossReplicaAndPartition).
+  const exact = (c.attrs.channelId ?? 0) <= 0 || c.attrs.useGlobalDeviceIds === true;
+  const k = exact ? size : undefined;
   const rank = ops[0]!.dims.length;
   const d = c.oneDim(rank);
   const want = declared.kind === "tuple" ? declared.elements : [declared];
@@ -1452,11 +1464,16 @@ function gatherScatterResults(c: RuleContext, grow: boolean, declared: Shape): A
       if (j !== d) return n === r.dims[j];
       const [big, small] = grow ? [r.dims[j]!, n] : [n, r.dims[j]!];
       if (k !== undefined) return big === small * k;
-      return small > 0 ? big % small === 0 : big === 0;
+      const unit = small * (size ?? 1);
+      return unit > 0 ? big % unit === 0 : big === 0;
     });
     if (!ok || x.dynamic.some((f) => f) || r.dynamic.some((f) => f)) {
       const how = grow ? "multiplied" : "divided";
-      const by = k !== undefined ? `the group size ${k}` : "the device count";
+      const by = k !== undefined
+        ? `the group size ${k}`
+        : size !== undefined
+          ? `a multiple of the group size ${size} (times the partition count)`
+          : "the device count";
       c.fail(
         `result ${i} ${str(r)} must be operand ${str(x)} with dimension ${d} ${how} by ${by} ` +
           "(static dims)",

@@ -92,8 +92,9 @@ function measureOne(m: CorpusModule): Outcome {
   } catch (e) {
     return fail("verify", e);
   }
-  const want = fingerprint(module);
+  let want: string;
   try {
+    want = fingerprint(module);
     const back = parseHlo(printHlo(module));
     if (fingerprint(back) !== want) {
       throw new Error("printed text reads back as a different module");

@@ -1886,6 +1886,19 @@ ENTRY %e {
     expect((run(m, f32([2], [1, 2])) as EvalValue[]).map(vals)).toEqual([[1, 2], [0]]);
   });
 
+  it("a float reducer of a wider type combines in it and converts back (mixed precision)", () => {
+    const m = hlo(`HloModule mixed
+${ADD}
+ENTRY %e {
+  %x = bf16[1] parameter(0)
+  ROOT %r = bf16[1] all-reduce(%x), to_apply=%add
+}`);
+    // 256 + 1 + 1: in bf16 each step would round back to 256; in f32 the sum is 258.
+    const v = (x: number) => [literal("bf16", [1], [x])];
+    const rs = evaluateReplicated(m, [v(256), v(1), v(1)]);
+    expect(rs.map(vals)).toEqual([[258], [258], [258]]);
+  });
+
   it("evaluate() runs one device: groups naming other devices are an error", () => {
     const m = hlo(`HloModule one
 ${ADD}

@@ -314,7 +314,7 @@ const CASES = {
       {
         operands: ["f32[4]", "s32[4]"],
         called: [addF32],
-        error: "all operands must have the reducer's element type f32",
+        error: "all operands must have one element type f32",
       },
       { operands: ["s32[4]"], called: [addF32], error: "must be (s32[], s32[]) -> s32[]" },
       {

@@ -249,3 +249,47 @@ ENTRY e {
     ).toThrow(/unknown opcode 'copy-start'/);
   });
 });
+
+describe("more of XLA's text forms", () => {
+  it("a computation written inline as an attribute (to_apply={ ... })", () => {
+    const m = parseHlo(`HloModule m
+ENTRY e {
+  p = f32[4,3] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT s = f32[] add(a, b)
+  }
+}`);
+    verifyModule(m);
+    expect(m.computations.map((c) => c.name)).toEqual(["inline_computation.0", "e"]);
+    expect(printHlo(m)).toContain("to_apply=%inline_computation.0");
+    expect(fingerprint(parseHlo(printHlo(m)))).toBe(fingerprint(m));
+  });
+
+  it("one value for a whole array, and an elided constant {...} (read as zeros)", () => {
+    const m = parseHlo(`HloModule m
+ENTRY e {
+  a = f32[2,3] constant(1.5)
+  b = s32[4] constant({...})
+  ROOT t = (f32[2,3], s32[4]) tuple(a, b)
+}`);
+    const [a, b] = [...m.allInstructions()].filter((i) => i.opcode === "constant");
+    expect(a!.attrs.literal!.toNumbers()).toEqual([1.5, 1.5, 1.5, 1.5, 1.5, 1.5]);
+    expect(b!.attrs.literal!.toNumbers()).toEqual([0, 0, 0, 0]);
+    expect(printHlo(m)).toContain("constant({ { 1.5, 1.5, 1.5 }, { 1.5, 1.5, 1.5 } })");
+  });
+
+  it("all-gather with a channel_id spans partitions: a multiple of the group size", () => {
+    const text = (shape: string) => `HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  ROOT g = ${shape} all-gather(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}
+}`;
+    expect(() => verifyModule(parseHlo(text("f32[8]")))).not.toThrow();
+    expect(() => verifyModule(parseHlo(text("f32[6]")))).toThrow(
+      /dimension 0 multiplied by a multiple of the group size 2/,
+    );
+  });
+});
