@@ -1498,6 +1498,14 @@ function replicaGroupsFromProto(p: HloInstructionProto, what: string): number[][
 }
 
 function shardingToProto(s: Sharding): OpSharding {
+  const p = shardingToProtoBare(s);
+  if (s.kind !== "tuple" && s.metadata !== undefined) {
+    p.metadata = s.metadata.map((m) => metadataToProto(m, "sharding") ?? create(OpMetadataSchema));
+  }
+  return p;
+}
+
+function shardingToProtoBare(s: Sharding): OpSharding {
   switch (s.kind) {
     case "replicated":
     case "manual":
@@ -1531,6 +1539,12 @@ function shardingToProto(s: Sharding): OpSharding {
 }
 
 function shardingFromProto(p: OpSharding, what: string, depth = 0): Sharding {
+  const s = shardingFromProtoBare(p, what, depth);
+  if (s.kind === "tuple" || p.metadata.length === 0) return s;
+  return { ...s, metadata: p.metadata.map((m) => metadataFromProto(m) ?? {}) };
+}
+
+function shardingFromProtoBare(p: OpSharding, what: string, depth = 0): Sharding {
   if (depth > MAX_TUPLE_DEPTH) throw new ProtoError(`${what}: nested too deeply`);
   const ints = (v: readonly bigint[], f: string) => v.map((x, k) => num(x, `${what} ${f}[${k}]`));
   switch (p.type) {

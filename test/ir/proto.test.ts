@@ -879,6 +879,7 @@ describe("the bytes carry XLA's schema", () => {
           last_tile_dims: 8,
           iota_reshape_dims: 9,
           iota_transpose_perm: 10,
+          metadata: 7,
         },
       ],
       [FrontendAttributesSchema, { map: 1 }],

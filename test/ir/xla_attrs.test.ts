@@ -293,3 +293,37 @@ ENTRY e {
     );
   });
 });
+
+describe("sharding metadata", () => {
+  const M = `HloModule m
+ENTRY e {
+  p = f32[4,4] parameter(0), sharding={devices=[2,2]0,1,2,3 metadata={op_name="a" source_line=3}}
+  q = f32[4,4] negate(p), sharding={replicated metadata={{op_name="b"}, {op_type="x\\"y"}}}
+  ROOT t = (f32[4,4], f32[4,4]) tuple(p, q),
+    sharding={{maximal device=1 metadata={op_name="c"}}, {manual}}
+}`;
+
+  it("is read, printed as XLA prints it, and written to OpSharding.metadata", () => {
+    const m = parseHlo(M);
+    const printed = printHlo(m);
+    expect(printed).toContain(
+      'sharding={devices=[2,2]0,1,2,3 metadata={op_name="a" source_line=3}}',
+    );
+    expect(printed).toContain(
+      'sharding={replicated metadata={{op_name="b"}, {op_type="x\\"y"}}}',
+    );
+    expect(fingerprint(moduleFromProto(moduleToProto(m)))).toBe(fingerprint(m));
+    const p = fromBinary(HloModuleProtoSchema, moduleToProto(m));
+    const q = p.computations[0]!.instructions.find((i) => i.name === "q")!;
+    expect(q.sharding!.metadata.map((x) => [x.opName, x.opType])).toEqual([
+      ["b", undefined],
+      [undefined, 'x"y'],
+    ]);
+  });
+
+  it("a metadata field Kiln does not keep leaves the sharding as text (no proto form)", () => {
+    const m = parseHlo(M.replace('source_line=3', 'profile_type={1}'));
+    expect(printHlo(m)).toContain("profile_type={1}");
+    expect(() => moduleToProto(m)).toThrow(/has no proto form here/);
+  });
+});

@@ -36,6 +36,8 @@ ENTRY e {
   d = f32[4,4] negate(c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
   e = f32[4,4] negate(d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
   f = f32[4,4] negate(e), frontend_attributes={_xla_x="1",attr="{n = 1 : i32}"}
+  g = f32[4,4] negate(f), sharding={devices=[2,2]0,1,2,3 metadata={op_name="a" source_line=3}}
+  h = f32[4,4] negate(g), sharding={replicated metadata={{op_name="b"}, {op_type="x\\"y"}}}
   ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f),
     sharding={{replicated}, {maximal device=1}, {unknown}}
 }
