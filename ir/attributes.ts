@@ -211,6 +211,12 @@ export interface Attributes {
    * nothing in Kiln computes from it. Any opcode.
    */
   sharding?: string;
+  /**
+   * XLA's control-predecessors: names of instructions of the same computation that must run
+   * before this one (an ordering only; values do not flow). Kept, printed, written to the
+   * proto's control_predecessor_ids; the verifier checks they exist and come earlier. Any opcode.
+   */
+  controlPredecessors?: string[];
   /** XLA's frontend_attributes: key-value strings, sorted by key (as XLA's map). Any opcode. */
   frontendAttributes?: readonly (readonly [string, string])[];
 }

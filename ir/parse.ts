@@ -163,7 +163,6 @@ const IGNORED_ATTRS: ReadonlySet<string> = new Set([
   "statistics",
   "parameter_replication",
   "origin",
-  "control-predecessors",
   "operand_precision",
   "result_accuracy",
 ]);
@@ -182,6 +181,7 @@ const IGNORED_METADATA: ReadonlySet<string> = new Set([
 const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
 const GLOBAL_ATTRS: readonly AttrKey[] = [
   "sharding",
+  "control-predecessors",
   "frontend_attributes",
   "backend_config",
   "metadata",
@@ -1632,6 +1632,19 @@ const ATTR_PARSERS = {
   backend_config: (p, d) => {
     d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
   },
+  "control-predecessors": (p, d) => {
+    p.expect("{", "to open control-predecessors");
+    const names: string[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        names.push(p.name("an instruction name").name);
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in control-predecessors");
+      }
+    }
+    d.attrs.controlPredecessors = names;
+  },
   sharding: (p, d) => {
     if (p.peek() !== "{") p.fail("a sharding in braces ({replicated}, {maximal device=0}, ...)");
     const raw = p.skipBalanced();
@@ -1784,6 +1797,24 @@ function build(p: Parser, ast: ModuleAst): Module {
       });
       scope.set(iAst.name, instr);
       if (iAst.isRoot) comp.root = instr;
+    }
+    // Control predecessors name instructions as the text does; a renamed one (a name another
+    // computation also used) is named as it is now.
+    for (const iAst of cAst.instrs) {
+      const preds = iAst.attrs.controlPredecessors;
+      if (preds === undefined) continue;
+      const instr = scope.get(iAst.name)!;
+      instr.attrs.controlPredecessors = preds.map((s) => {
+        const x = scope.get(s);
+        if (x === undefined) {
+          throw p.error(
+            iAst.pos,
+            `expected control-predecessors of '${iAst.name}' to name instructions of ` +
+              `'${cAst.name}', got '${s}'`,
+          );
+        }
+        return x.name;
+      });
     }
     if (cAst.signature) checkSignature(p, comp, cAst.signature);
   }

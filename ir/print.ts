@@ -93,6 +93,7 @@ export const ATTR_KEYS = [
   "constrain_layout",
   "use_global_device_ids",
   "sharding",
+  "control-predecessors",
   "frontend_attributes",
   "backend_config",
   "metadata",
@@ -377,6 +378,16 @@ const ATTR_PRINTERS = {
       : { text: printGroups(i.attrs.sourceTargetPairs), isDefault: false },
   constrain_layout: (i) => bool(i.attrs.constrainLayout),
   use_global_device_ids: (i) => bool(i.attrs.useGlobalDeviceIds),
+  "control-predecessors": (i, n) => {
+    const names = i.attrs.controlPredecessors;
+    if (names === undefined) return undefined;
+    const byName = (s: string) => i.parent.instructions.find((x) => x.name === s);
+    const text = names.map((s) => {
+      const x = byName(s);
+      return `%${x ? n.instr(x) : s}`;
+    });
+    return { text: `{${text.join(", ")}}`, isDefault: names.length === 0 };
+  },
   sharding: (i) =>
     i.attrs.sharding === undefined ? undefined : { text: i.attrs.sharding, isDefault: false },
   frontend_attributes: (i) =>
@@ -705,7 +716,12 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
     if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
   }
-  const extra: AttrKey[] = ["sharding", "frontend_attributes", "backend_config"];
+  const extra: AttrKey[] = [
+    "sharding",
+    "control-predecessors",
+    "frontend_attributes",
+    "backend_config",
+  ];
   if (options.metadata ?? true) extra.push("metadata");
   for (const key of extra) {
     const p = ATTR_PRINTERS[key](instr, n, layouts);

@@ -552,6 +552,15 @@ function instructionToProto(
     });
   }
   if (a.isComposite !== undefined) p.isComposite = a.isComposite;
+  if (a.controlPredecessors !== undefined) {
+    p.controlPredecessorIds = a.controlPredecessors.map((s) => {
+      const x = instr.parent.instructions.find((i) => i.name === s);
+      if (x === undefined) {
+        throw new ProtoError(`${where}: control predecessor '${s}' is not in the computation`);
+      }
+      return BigInt(x.id);
+    });
+  }
   if (a.asyncExecutionThread !== undefined) p.asyncExecutionThread = a.asyncExecutionThread;
   if (a.channelId !== undefined) p.channelId = i64(a.channelId, at("channel_id"));
   if (a.replicaGroups !== undefined) {
@@ -921,6 +930,7 @@ function readScalar(
 
 /** A module from an HloModuleProto message; see moduleFromProto. */
 export function moduleFromMessage(msg: HloModuleProto): Module {
+  checkUnknownFields(msg, `module '${msg.name}'`);
   try {
     return new Reader(msg).read();
   } catch (e) {
@@ -928,6 +938,96 @@ export function moduleFromMessage(msg: HloModuleProto): Module {
     // A check above missed a case: still report it as bad input, with what went wrong.
     throw new ProtoError(`module '${msg.name}': ${errText(e)}`);
   }
+}
+
+/**
+ * Fields of XLA's schema Kiln's does not have, which the reader skips: the ones that do not
+ * change what a program computes and that the text parser skips too (a module's schedule,
+ * buffer aliasing and donors, frontend attributes and recovery table; an instruction's
+ * statistics, parameter replication, original value and result accuracy; a computation's
+ * execution thread; OpMetadata fields Metadata does not keep), by message and field number.
+ * Any other field Kiln does not know is a ProtoError naming it, never dropped silently; so is
+ * one of these listed only when empty (`emptyOnly`), or a layout's tail padding other than 1.
+ */
+const SKIPPED_FIELDS: ReadonlyMap<string, ReadonlyMap<number, string>> = new Map([
+  [
+    "xla.HloModuleProto",
+    new Map([
+      [7, "schedule"],
+      [8, "input_output_alias"],
+      [18, "buffer_donor"],
+      [19, "frontend_attributes"],
+      [20, "original_value_recovery_table"],
+    ]),
+  ],
+  [
+    "xla.HloInstructionProto",
+    new Map([
+      [61, "parameter_replication"],
+      [82, "statistics_viz"],
+      [88, "original_value"],
+      [91, "result_accuracy"],
+    ]),
+  ],
+  ["xla.HloComputationProto", new Map([[8, "execution_thread"]])],
+  [
+    "xla.OpMetadata",
+    new Map([
+      [5, "profile_type"],
+      [12, "deduplicated_name"],
+      [13, "preserve_layout"],
+      [15, "stack_frame_id"],
+      [16, "scheduling_name"],
+      [17, "source_end_line"],
+      [19, "source_end_column"],
+    ]),
+  ],
+]);
+
+/** Known to XLA, unknown to Kiln, and fine only when empty or at XLA's default. */
+const EMPTY_ONLY: ReadonlyMap<string, ReadonlyMap<number, string>> = new Map([
+  ["xla.HloInstructionProto", new Map([[98, "sparsity_config"]])],
+  ["xla.LayoutProto", new Map([[16, "tail_padding_alignment_in_elements"]])],
+]);
+
+function checkUnknownFields(root: object, where: string): void {
+  const visit = (m: unknown, path: string): void => {
+    if (m === null || typeof m !== "object" || m instanceof Uint8Array) return;
+    if (Array.isArray(m)) {
+      m.forEach((x, k) => visit(x, `${path}[${k}]`));
+      return;
+    }
+    const msg = m as {
+      $typeName?: string;
+      $unknown?: { no: number; wireType: WireType; data: Uint8Array }[];
+    };
+    for (const u of msg.$unknown ?? []) {
+      const type = msg.$typeName ?? "?";
+      if (SKIPPED_FIELDS.get(type)?.has(u.no)) continue;
+      const name = EMPTY_ONLY.get(type)?.get(u.no);
+      if (name !== undefined && isDefaultPayload(u.wireType, u.data, name)) continue;
+      const what = name ?? `field ${u.no}`;
+      throw new ProtoError(
+        `${where}: ${path}: ${type} ${what} is not read by Kiln (it would be dropped); ` +
+          "refusing the module",
+      );
+    }
+    for (const [k, v] of Object.entries(m)) {
+      if (!k.startsWith("$")) visit(v, path ? `${path}.${k}` : k);
+    }
+  };
+  visit(root, "");
+}
+
+/** An unknown field's payload that means nothing: empty, or a tail padding of 1. */
+function isDefaultPayload(wt: WireType, data: Uint8Array, name: string): boolean {
+  const r = new BinaryReader(data);
+  if (wt === WireType.LengthDelimited) return r.bytes().length === 0;
+  if (wt === WireType.Varint) {
+    const v = r.int64();
+    return name === "tail_padding_alignment_in_elements" ? v === 1n : v === 0n;
+  }
+  return false;
 }
 
 function tooDeep(what: string): string {
@@ -1089,6 +1189,18 @@ class Reader {
     }
     const called = this.readCalled(ip, opcode, where);
     const attrs = readAttributes(ip, opcode, rule, shape, where);
+    if (ip.controlPredecessorIds.length > 0) {
+      attrs.controlPredecessors = ip.controlPredecessorIds.map((id, k) => {
+        const x = local.get(id);
+        if (x === undefined) {
+          throw new ProtoError(
+            `${where}: control_predecessor_ids[${k}] (id ${id}) is not an earlier instruction ` +
+              "of the computation",
+          );
+        }
+        return x.name;
+      });
+    }
     const metadata = ip.metadata ? metadataFromProto(ip.metadata) : undefined;
     return comp.addInstruction({
       opcode,

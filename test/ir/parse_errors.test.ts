@@ -143,8 +143,8 @@ const CASES: Case[] = [
     text: M("  ROOT %c = f32[2] add(%a, %b), foo=1"),
     at: [6, 33],
     message:
-      "expected an attribute of add (sharding, frontend_attributes, backend_config, metadata), " +
-      "got unknown attribute 'foo'",
+      "expected an attribute of add (sharding, control-predecessors, frontend_attributes, " +
+      "backend_config, metadata), got unknown attribute 'foo'",
   },
   {
     name: "attrWrongOpcode",

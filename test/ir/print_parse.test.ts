@@ -384,7 +384,8 @@ ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2
   %y = f32[2,2]{1,0} parameter(1)
   %d = f32[2]{0} dot(f32[2,2]{1,0} %y, f32[2]{0} %x), lhs_contracting_dims={1},
       rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
-  %c = f32[2]{0} call(f32[2]{0} %d), to_apply=%f, is_composite=true
+  %c = f32[2]{0} call(f32[2]{0} %d), to_apply=%f, is_composite=true,
+      control-predecessors={%y}
   %cc = (f32[2]{0}, f32[2]{0}) custom-call(f32[2]{0} %x, f32[2,2]{1,0} %y),
       custom_call_target="kiln.test.pair", custom_call_has_side_effect=true,
       output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI,

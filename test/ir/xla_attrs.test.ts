@@ -327,3 +327,49 @@ ENTRY e {
     expect(() => moduleToProto(m)).toThrow(/has no proto form here/);
   });
 });
+
+describe("control-predecessors", () => {
+  const M = `HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  a = f32[2] negate(x)
+  b = f32[2] exponential(x), control-predecessors={a}
+  ROOT t = (f32[2], f32[2]) tuple(a, b)
+}`;
+
+  it("are kept, printed, written to control_predecessor_ids and read back", () => {
+    const m = parseHlo(M);
+    verifyModule(m);
+    expect(printHlo(m)).toContain("exponential(f32[2] %x), control-predecessors={%a}");
+    expect(fingerprint(parseHlo(printHlo(m)))).toBe(fingerprint(m));
+    const back = moduleFromProto(moduleToProto(m));
+    expect(fingerprint(back)).toBe(fingerprint(m));
+    const p = fromBinary(HloModuleProtoSchema, moduleToProto(m));
+    const ins = p.computations[0]!.instructions;
+    const a = ins.find((i) => i.name === "a")!;
+    expect(ins.find((i) => i.name === "b")!.controlPredecessorIds).toEqual([a.id]);
+  });
+
+  it("the verifier refuses one that comes later; the parser one that does not exist", () => {
+    const later = M.replace(
+      "a = f32[2] negate(x)\n  b = f32[2] exponential(x), control-predecessors={a}",
+      "a = f32[2] negate(x), control-predecessors={b}\n  b = f32[2] exponential(x)",
+    );
+    expect(() => verifyModule(parseHlo(later))).toThrow(/control predecessor 'b' comes after it/);
+    expect(() => parseHlo(M.replace("={a}", "={zz}"))).toThrow(
+      /expected control-predecessors of 'b' to name instructions of 'e', got 'zz'/,
+    );
+  });
+
+  it("the proto reader refuses a field of XLA's schema it does not read", () => {
+    const p = fromBinary(HloModuleProtoSchema, moduleToProto(parseHlo(M)));
+    const b = p.computations[0]!.instructions.find((i) => i.name === "b")!;
+    // sparsity_config (98), non-empty: XLA's, not Kiln's.
+    b.$unknown = [{ no: 98, wireType: 2, data: Uint8Array.of(2, 8, 1) }];
+    expect(() => moduleFromProto(toBinary(HloModuleProtoSchema, p))).toThrow(
+      /HloInstructionProto sparsity_config is not read by Kiln \(it would be dropped\)/,
+    );
+    b.$unknown = [{ no: 82, wireType: 2, data: Uint8Array.of(0) }]; // statistics_viz: skipped
+    expect(() => moduleFromProto(toBinary(HloModuleProtoSchema, p))).not.toThrow();
+  });
+});

@@ -1,7 +1,7 @@
 // A subset of XLA's xla/xla_data.proto: the messages Kiln's HloModuleProto needs, with XLA's
 // exact package, message names, field names and field numbers, so bytes Kiln writes decode with
 // XLA's own schema (and the reverse, for the fields kept here). Fields and enum values not listed
-// are simply absent; a reader skips them as unknown fields.
+// are unknown to Kiln's reader, which refuses them unless ir/proto.ts lists them as skipped.
 //
 // Field numbers taken from openxla/xla, xla/xla_data.proto at commit
 // 011b7582cb7d1ef78d66a0742e528eb50f61e32f (Apache License 2.0, Copyright 2017 The OpenXLA
