@@ -454,6 +454,10 @@ const constantRule: ShapeRule = (c) => {
 const iotaRule: ShapeRule = (c) => {
   const d = c.declaredArray();
   if (d.dims.length === 0) c.fail(`iota needs a result of rank >= 1, got ${str(d)}`);
+  // As XLA's verifier: an iota counts in an integer or float type, not pred (or token).
+  if (d.type === "pred" || d.type === "token") {
+    c.fail(`iota needs an integer or floating-point result, got ${str(d)}`);
+  }
   const dim = c.need(c.attrs.iotaDimension, "iotaDimension");
   c.index(dim, d.dims.length, `iotaDimension of ${str(d)}`);
   return d;

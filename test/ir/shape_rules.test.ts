@@ -489,6 +489,12 @@ const CASES = {
         error: "iotaDimension of s32[4,8] 2 is out of range [0, 2)",
       },
       { operands: [], attrs: { iotaDimension: 0 }, declared: "s32[]", error: "rank >= 1" },
+      {
+        operands: [],
+        attrs: { iotaDimension: 0 },
+        declared: "pred[128]",
+        error: "iota needs an integer or floating-point result, got pred[128]",
+      },
     ],
   },
   abs: {
