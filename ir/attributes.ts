@@ -4,6 +4,44 @@
 // opcode uses the fields its shape rule names (see ir/shape_inference.ts for which).
 
 import type { Literal } from "./literal.ts";
+import type { Shape } from "./shape.ts";
+
+/** XLA's CustomCallApiVersion, by its enum value in the proto. */
+export const CUSTOM_CALL_API_VERSIONS = {
+  API_VERSION_ORIGINAL: 1,
+  API_VERSION_STATUS_RETURNING: 2,
+  API_VERSION_STATUS_RETURNING_UNIFIED: 3,
+  API_VERSION_TYPED_FFI: 4,
+} as const;
+export type CustomCallApiVersion = keyof typeof CUSTOM_CALL_API_VERSIONS;
+
+/**
+ * XLA's PrecisionConfig.Algorithm for dots, by its text name (the enum name without `ALG_`, in
+ * lower case) and its enum value in the proto.
+ */
+export const DOT_ALGORITHMS = {
+  dot_any_f8_any_f8_f32: 1,
+  dot_any_f8_any_f8_f32_fast_accum: 2,
+  dot_f16_f16_f16: 3,
+  dot_f16_f16_f32: 4,
+  dot_bf16_bf16_bf16: 5,
+  dot_bf16_bf16_f32: 6,
+  dot_bf16_bf16_f32_x3: 7,
+  dot_bf16_bf16_f32_x6: 8,
+  dot_tf32_tf32_f32: 9,
+  dot_tf32_tf32_f32_x3: 10,
+  dot_f32_f32_f32: 11,
+  dot_f64_f64_f64: 12,
+  dot_bf16_bf16_f32_x9: 13,
+} as const;
+export type DotAlgorithm = keyof typeof DOT_ALGORITHMS;
+
+/** One aliasing pair: the output at `output` (a shape index) shares operand `operand`'s buffer. */
+export interface OutputOperandAlias {
+  output: number[];
+  operand: number;
+  operandIndex: number[];
+}
 
 export type ComparisonDirection = "EQ" | "NE" | "LT" | "LE" | "GT" | "GE";
 export const COMPARISON_DIRECTIONS: readonly ComparisonDirection[] = [
@@ -136,8 +174,36 @@ export interface Attributes {
   tupleIndex?: number;
   /** fusion */
   fusionKind?: FusionKind;
+  /**
+   * Collectives: the groups of devices that exchange values (XLA's replica_groups; which ids
+   * they hold, replicas, partitions or flattened device ids, depends on channelId and
+   * useGlobalDeviceIds as in XLA). Empty or absent: one group of every device.
+   */
+  replicaGroups?: number[][];
+  /** Collectives: a channel id (positive); with one, a collective spans partitions. */
+  channelId?: number;
+  /** all-reduce, all-gather, reduce-scatter: the groups hold flattened device ids. */
+  useGlobalDeviceIds?: boolean;
+  /** Collectives: XLA's constrain_layout (kept; layouts do not change what Kiln computes). */
+  constrainLayout?: boolean;
+  /** collective-permute: (source, target) pairs; a device no pair targets receives zeros. */
+  sourceTargetPairs?: [number, number][];
   /** custom-call */
   customCallTarget?: string;
+  /** custom-call: XLA's custom_call_has_side_effect (kept; Kiln never removes a custom-call). */
+  customCallHasSideEffect?: boolean;
+  /** custom-call: XLA's api_version; absent means API_VERSION_ORIGINAL (XLA's default). */
+  apiVersion?: CustomCallApiVersion;
+  /** custom-call: the layout each operand must have (XLA's operand_layout_constraints). */
+  operandLayoutConstraints?: Shape[];
+  /** custom-call and fusion: output buffers that alias operand buffers (kept, not used). */
+  outputToOperandAliasing?: OutputOperandAlias[];
+  /** dot: XLA's precision algorithm (`algorithm=dot_bf16_bf16_f32`; kept, not used). */
+  dotAlgorithm?: DotAlgorithm;
+  /** async-start/-update/-done: the thread the callee runs on (XLA's; kept, not used). */
+  asyncExecutionThread?: string;
+  /** call: XLA's is_composite (the call stands for a composite op; kept). */
+  isComposite?: boolean;
   backendConfig?: string;
   /**
    * XLA's sharding, as its text (`{devices=[2,2]<=[4]}`; ir/sharding.ts): canonical for the
@@ -145,6 +211,12 @@ export interface Attributes {
    * nothing in Kiln computes from it. Any opcode.
    */
   sharding?: string;
+  /**
+   * XLA's control-predecessors: names of instructions of the same computation that must run
+   * before this one (an ordering only; values do not flow). Kept, printed, written to the
+   * proto's control_predecessor_ids; the verifier checks they exist and come earlier. Any opcode.
+   */
+  controlPredecessors?: string[];
   /** XLA's frontend_attributes: key-value strings, sorted by key (as XLA's map). Any opcode. */
   frontendAttributes?: readonly (readonly [string, string])[];
 }
@@ -233,4 +305,37 @@ export function convDimsToLabels(d: ConvDimensionNumbers): string {
     "->" +
     side(n, [d.outputBatch, "b"], [d.outputFeature, "f"], d.outputSpatial)
   );
+}
+
+/**
+ * XLA's iota replica groups `[groups,size]<=[dims]T(perm)`: the ids 0..prod(dims)-1 laid out
+ * row-major over `dims`, transposed by `perm`, read in order and cut into `groups` groups of
+ * `size`. Throws a message naming the problem.
+ */
+export function iotaReplicaGroups(
+  groups: number,
+  size: number,
+  dims: readonly number[],
+  perm: readonly number[],
+): number[][] {
+  const n = dims.reduce((x, y) => x * y, 1);
+  const sorted = [...perm].sort((x, y) => x - y);
+  if (groups * size !== n || perm.length !== dims.length || sorted.some((v, i) => v !== i)) {
+    throw new Error(
+      `iota replica groups [${groups},${size}]<=[${dims}]T(${perm}) need groups*size = ` +
+        "prod(dims) and perm a permutation of the dims",
+    );
+  }
+  const strides = dims.map((_, i) => dims.slice(i + 1).reduce((x, y) => x * y, 1));
+  const tdims = perm.map((k) => dims[k]!);
+  const ids: number[] = [];
+  const idx = new Array<number>(tdims.length).fill(0);
+  for (let k = 0; k < n; k++) {
+    ids.push(idx.reduce((acc, v, j) => acc + v * strides[perm[j]!]!, 0));
+    for (let j = tdims.length - 1; j >= 0; j--) {
+      if (++idx[j]! < tdims[j]!) break;
+      idx[j] = 0;
+    }
+  }
+  return Array.from({ length: groups }, (_, g) => ids.slice(g * size, (g + 1) * size));
 }

@@ -33,7 +33,10 @@ export interface ElementTypeInfo {
   readonly storage: StorageClass;
   /** Bytes per element of the Literal storage (f16 and bf16: 4, their Float32Array). */
   readonly storageBytes: number;
-  /** Smallest and largest value (integers and pred; floats: -Infinity and Infinity). */
+  /**
+   * Smallest and largest value (integers and pred; floats: -Infinity and Infinity, or the
+   * largest finite value for the 8-bit floats that have no infinity).
+   */
   readonly min: number | bigint;
   readonly max: number | bigint;
 }
@@ -99,6 +102,34 @@ export const ELEMENT_TYPE_INFO = {
     float: true, integer: false, signed: true, bits: 64, bytes: 8,
     storage: "Float64Array", storageBytes: 8, min: -Infinity, max: Infinity,
   },
+  f8e5m2: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -Infinity, max: Infinity,
+  },
+  f8e4m3: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -Infinity, max: Infinity,
+  },
+  f8e3m4: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -Infinity, max: Infinity,
+  },
+  f8e4m3fn: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -448, max: 448,
+  },
+  f8e4m3fnuz: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -240, max: 240,
+  },
+  f8e5m2fnuz: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -57344, max: 57344,
+  },
+  f8e4m3b11fnuz: {
+    float: true, integer: false, signed: true, bits: 8, bytes: 1,
+    storage: "Float32Array", storageBytes: 4, min: -30, max: 30,
+  },
   token: {
     float: false, integer: false, signed: false, bits: 0, bytes: 0,
     storage: "Uint8Array", storageBytes: 1, min: 0, max: 0,
@@ -132,7 +163,8 @@ export function reducerIdentity(op: string, t: ElementType): number | bigint | u
   const int = (v: number | bigint): number | bigint => (big ? BigInt(v) : Number(v));
   switch (op) {
     case "add":
-      return info.float ? -0 : int(0);
+      // The fnuz 8-bit floats have no -0: their +0 is the identity.
+      return info.float ? (t.endsWith("fnuz") ? 0 : -0) : int(0);
     case "multiply":
       return int(1);
     case "maximum":

@@ -10,8 +10,8 @@
 import { EvalError } from "./errors.ts";
 import { Literal } from "./literal.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
-import type { Opcode } from "./opcodes.ts";
-import { shapeToString } from "./shape.ts";
+import { isCollective, type Opcode } from "./opcodes.ts";
+import { type Shape, shapeToString } from "./shape.ts";
 import {
   binaryOp,
   bitcastConvertOp,
@@ -40,6 +40,7 @@ import {
 import { convolutionOp, dotOp } from "./evaluate_contraction.ts";
 import { reduceOp, reduceWindowOp } from "./evaluate_reduction.ts";
 import { gatherOp, scatterOp, sortOp } from "./evaluate_indexing.ts";
+import { collectiveImpl, type DeviceCount } from "./evaluate_collective.ts";
 import {
   asLiteral,
   asTuple,
@@ -48,6 +49,7 @@ import {
   fail,
   scalarIndex,
   valueShapeString,
+  zeros,
   type EvalContext,
   type EvalValue,
   type OpImpl,
@@ -131,6 +133,24 @@ const conditionalOp: OpImpl = (instr, ops, ctx) => {
   return ctx.call(instr.called[branch]!, [ops[branch + 1]!]);
 };
 
+/**
+ * async-start runs its callee at once (a program's result does not depend on when it runs) and
+ * gives ((operands...), result, contexts...); the contexts, which only XLA's runtime reads, are
+ * zeros of their declared types.
+ */
+const asyncStartOp: OpImpl = (instr, ops, ctx) =>
+  asyncStartValue(instr, ops, ctx.call(callee(instr, 0, "async"), [...ops]));
+
+function asyncStartValue(instr: Instruction, ops: readonly EvalValue[], result: EvalValue) {
+  const s = instr.shape;
+  const contexts = s.kind === "tuple" ? s.elements.slice(2) : [];
+  return [[...ops], result, ...contexts.map((e) => zeroValue(e))];
+}
+
+function zeroValue(s: Shape): EvalValue {
+  return s.kind === "tuple" ? s.elements.map(zeroValue) : zeros(s.type, s.dims);
+}
+
 // ---- the opcode table ---------------------------------------------------------------------
 
 const parameterOp: OpImpl = () => fail("parameters are bound by the caller");
@@ -148,13 +168,46 @@ const getTupleElementOp: OpImpl = (instr, ops) => {
 
 const copyArray = unaryOp("copy");
 
+/**
+ * A collective run by one device alone (evaluate(), or a collective evaluated outside lockstep):
+ * its groups may name only device 0; evaluateReplicated runs it over N devices.
+ */
+function oneDevice(op: Opcode): OpImpl {
+  const impl = collectiveImpl(op)!;
+  return (instr, ops, ctx) => {
+    if (ctx.device !== undefined && (ctx.device.replica !== 0 || ctx.device.partition !== 0)) {
+      fail(`${op} runs over every device at once: evaluate it with evaluateReplicated`);
+    }
+    try {
+      return impl(instr, ops.map((v) => [v]), ONE_DEVICE, [ctx])[0]!;
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      fail(`${why} (evaluate() runs one device; evaluateReplicated runs N)`);
+    }
+  };
+}
+
+const ONE_DEVICE: DeviceCount = { replicas: 1, partitions: 1 };
+
 export const EVALUATORS = {
   parameter: parameterOp,
   constant: constantOp,
   iota: iotaOp,
-  // The evaluator runs a program as one replica of one partition (docs/ir.md).
-  "replica-id": () => new Literal("u32", [], new Uint32Array(1)),
-  "partition-id": () => new Literal("u32", [], new Uint32Array(1)),
+  // evaluate() runs a program as replica 0 of partition 0; evaluateReplicated on N devices.
+  "replica-id": (_i, _o, ctx) => new Literal("u32", [], Uint32Array.of(ctx.device?.replica ?? 0)),
+  "partition-id": (_i, _o, ctx) =>
+    new Literal("u32", [], Uint32Array.of(ctx.device?.partition ?? 0)),
+  "all-reduce": oneDevice("all-reduce"),
+  "all-reduce-start": oneDevice("all-reduce-start"),
+  "all-reduce-done": oneDevice("all-reduce-done"),
+  "all-gather": oneDevice("all-gather"),
+  "all-gather-start": oneDevice("all-gather-start"),
+  "all-gather-done": oneDevice("all-gather-done"),
+  "reduce-scatter": oneDevice("reduce-scatter"),
+  "all-to-all": oneDevice("all-to-all"),
+  "collective-permute": oneDevice("collective-permute"),
+  "collective-permute-start": oneDevice("collective-permute-start"),
+  "collective-permute-done": oneDevice("collective-permute-done"),
   // A token carries nothing: its value is the one token literal.
   "after-all": () => new Literal("token", [], new Uint8Array(1)),
   abs: unaryOp("abs"),
@@ -224,6 +277,10 @@ export const EVALUATORS = {
   call: callOp,
   while: whileOp,
   conditional: conditionalOp,
+  "async-start": asyncStartOp,
+  // The callee ran at the start: an update passes the state on, a done takes the result.
+  "async-update": (_instr, ops) => ops[0]!,
+  "async-done": (_instr, ops) => asTuple(ops[0], "the async-start value")[1]!,
   "get-dimension-size": getDimensionSizeOp,
   "set-dimension-size": setDimensionSizeOp,
   "custom-call": customCallOp,
@@ -262,10 +319,16 @@ function bindParameters(c: Computation, args: readonly EvalValue[]): Map<Instruc
   return env;
 }
 
-function runInstruction(instr: Instruction, ops: EvalValue[]): EvalValue {
-  let result: EvalValue;
+function runInstruction(instr: Instruction, ops: EvalValue[], ctx: EvalContext): EvalValue {
+  const result = guarded(instr, ops, () => EVALUATORS[instr.opcode](instr, ops, ctx));
+  checkResult(instr, ops, result);
+  return result;
+}
+
+/** Runs `fn` for `instr`, turning any failure into an EvalError naming it and its operands. */
+function guarded<T>(instr: Instruction, ops: readonly EvalValue[], fn: () => T): T {
   try {
-    result = EVALUATORS[instr.opcode](instr, ops, CONTEXT);
+    return fn();
   } catch (e) {
     const what = `${instr.opcode}(${operandShapes(ops)})`;
     if (e instanceof EvalError) {
@@ -277,6 +340,9 @@ function runInstruction(instr: Instruction, ops: EvalValue[]): EvalValue {
     err.cause = e;
     throw err;
   }
+}
+
+function checkResult(instr: Instruction, ops: readonly EvalValue[], result: EvalValue): void {
   const problem = conformanceProblem(result, instr.shape);
   if (problem !== null) {
     throw new EvalError(
@@ -285,11 +351,14 @@ function runInstruction(instr: Instruction, ops: EvalValue[]): EvalValue {
         `not fit the declared shape ${shapeToString(instr.shape, false)}: ${problem}`,
     );
   }
-  return result;
 }
 
 /** Runs one computation on argument values (used for the entry and for called computations). */
-export function evaluateComputation(c: Computation, args: readonly EvalValue[]): EvalValue {
+export function evaluateComputation(
+  c: Computation,
+  args: readonly EvalValue[],
+  ctx: EvalContext = CONTEXT,
+): EvalValue {
   const env = bindParameters(c, args);
   for (const instr of c.instructions) {
     if (instr.opcode === "parameter") continue;
@@ -300,7 +369,7 @@ export function evaluateComputation(c: Computation, args: readonly EvalValue[]):
       }
       return v;
     });
-    env.set(instr, runInstruction(instr, ops));
+    env.set(instr, runInstruction(instr, ops, ctx));
   }
   const root = env.get(c.root);
   if (root === undefined) throw new EvalError(c.root.name, `the ROOT of '${c.name}' has no value`);
@@ -324,4 +393,155 @@ export function expectLiteral(v: EvalValue): Literal {
     throw new EvalError(undefined, `expected an array value, got ${valueShapeString(v)}`);
   }
   return v;
+}
+
+// ---- N devices in lockstep ----------------------------------------------------------------
+
+export type { DeviceCount } from "./evaluate_collective.ts";
+
+/**
+ * Runs module.entry on `replicas x partitions` simulated devices in lockstep, device d
+ * (replica floor(d / partitions), partition d mod partitions) on `args[d]`; returns every
+ * device's result. Each instruction runs on every device before the next one starts, so a
+ * collective sees every device's operands (ir/evaluate_collective.ts). A collective inside a
+ * loop or a branch needs every device to take the same path (as on real devices, where
+ * diverging ones would wait forever); one inside a reducer or comparator is an error.
+ */
+export function evaluateReplicated(
+  module: Module,
+  args: readonly (readonly EvalValue[])[],
+  devices: Partial<DeviceCount> = {},
+): EvalValue[] {
+  const count: DeviceCount = {
+    replicas: devices.replicas ?? args.length / (devices.partitions ?? 1),
+    partitions: devices.partitions ?? 1,
+  };
+  const n = count.replicas * count.partitions;
+  if (!Number.isInteger(count.replicas) || count.replicas < 1 || count.partitions < 1 ||
+    args.length !== n) {
+    throw new EvalError(
+      undefined,
+      `evaluateReplicated needs one argument list per device: ${count.replicas} replica(s) x ` +
+        `${count.partitions} partition(s), got ${args.length} list(s)`,
+    );
+  }
+  const entry = module.entryOrUndefined;
+  if (!entry) throw new EvalError(undefined, `module '${module.name}' has no ENTRY computation`);
+  const ctxs: EvalContext[] = [];
+  for (let d = 0; d < n; d++) {
+    const device = { replica: Math.floor(d / count.partitions), partition: d % count.partitions };
+    const ctx: EvalContext = { call: (c, a) => evaluateComputation(c, a, ctx), device };
+    ctxs.push(ctx);
+  }
+  return lockstep(entry, args, ctxs, count, new Map());
+}
+
+/** async-update and async-done name the async computation but do not run it. */
+function runsCallees(instr: Instruction): boolean {
+  return instr.opcode !== "async-update" && instr.opcode !== "async-done";
+}
+
+/** True when `c` or a computation it calls holds a collective. */
+function holdsCollective(c: Computation, memo: Map<Computation, boolean>): boolean {
+  const known = memo.get(c);
+  if (known !== undefined) return known;
+  memo.set(c, false); // the call graph has no cycles (the verifier checks)
+  const v = c.instructions.some(
+    (i) => isCollective(i.opcode) || i.called.some((k) => holdsCollective(k, memo)),
+  );
+  memo.set(c, v);
+  return v;
+}
+
+function lockstep(
+  c: Computation,
+  args: readonly (readonly EvalValue[])[],
+  ctxs: readonly EvalContext[],
+  devices: DeviceCount,
+  memo: Map<Computation, boolean>,
+): EvalValue[] {
+  const envs = args.map((a) => bindParameters(c, a));
+  for (const instr of c.instructions) {
+    if (instr.opcode === "parameter") continue;
+    const ops = envs.map((env) =>
+      instr.operands.map((o) => {
+        const v = env.get(o);
+        if (v === undefined) {
+          throw new EvalError(instr.name, `operand '${o.name}' has no value (used before defined)`);
+        }
+        return v;
+      }),
+    );
+    const impl = collectiveImpl(instr.opcode);
+    let results: EvalValue[];
+    if (impl !== undefined) {
+      const byOperand = instr.operands.map((_, k) => ops.map((o) => o[k]!));
+      results = guarded(instr, ops[0]!, () => impl(instr, byOperand, devices, ctxs));
+      results.forEach((r, d) => checkResult(instr, ops[d]!, r));
+    } else if (runsCallees(instr) && instr.called.some((k) => holdsCollective(k, memo))) {
+      results = guarded(instr, ops[0]!, () => lockstepCall(instr, ops, ctxs, devices, memo));
+      results.forEach((r, d) => checkResult(instr, ops[d]!, r));
+    } else {
+      results = ops.map((o, d) => runInstruction(instr, o, ctxs[d]!));
+    }
+    envs.forEach((env, d) => env.set(instr, results[d]!));
+  }
+  return envs.map((env) => {
+    const root = env.get(c.root);
+    if (root === undefined) {
+      throw new EvalError(c.root.name, `the ROOT of '${c.name}' has no value`);
+    }
+    return root;
+  });
+}
+
+/** call, fusion, while and conditional whose callees hold a collective, on every device. */
+function lockstepCall(
+  instr: Instruction,
+  ops: readonly EvalValue[][],
+  ctxs: readonly EvalContext[],
+  devices: DeviceCount,
+  memo: Map<Computation, boolean>,
+): EvalValue[] {
+  const run = (k: Computation, a: readonly (readonly EvalValue[])[]) =>
+    lockstep(k, a, ctxs, devices, memo);
+  const same = (vs: readonly number[], what: string): number => {
+    if (vs.some((v) => v !== vs[0])) {
+      fail(`the devices disagree on ${what} (${vs.join(", ")}), and a collective inside needs ` +
+        "every device");
+    }
+    return vs[0]!;
+  };
+  switch (instr.opcode) {
+    case "call":
+    case "fusion":
+      return run(callee(instr, 0, "called"), ops);
+    case "async-start":
+      return run(callee(instr, 0, "async"), ops).map((r, d) => asyncStartValue(instr, ops[d]!, r));
+    case "while": {
+      const cond = callee(instr, 0, "condition");
+      const body = callee(instr, 1, "body");
+      let state = ops.map((o) => o[0]!);
+      for (;;) {
+        const preds = run(cond, state.map((s) => [s])).map(
+          (p) => elems(asLiteral(p, "the condition's result"))[0] as number,
+        );
+        if (same(preds, "the loop condition") !== 1) return state;
+        state = run(body, state.map((s) => [s]));
+      }
+    }
+    case "conditional": {
+      const n = instr.called.length;
+      const picks = ops.map((o) => {
+        const sel = asLiteral(o[0], "the branch selector");
+        if (sel.type === "pred") return elems(sel)[0] === 1 ? 0 : 1;
+        const i = scalarIndex(sel, "the branch index");
+        return i < 0 || i >= n ? n - 1 : i;
+      });
+      const b = same(picks, "the branch to take");
+      return run(instr.called[b]!, ops.map((o) => [o[b + 1]!]));
+    }
+    default:
+      return fail(`a collective inside the computation ${instr.opcode} calls is not supported`);
+  }
 }

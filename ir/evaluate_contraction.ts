@@ -40,6 +40,13 @@ function accumulatorFor(t: ElementType): Accumulator {
     case "f16":
     case "bf16":
     case "f64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
       return { zero: 0, mac: (acc, a, b) => (acc as number) + (a as number) * (b as number) };
     case "s32":
       return {

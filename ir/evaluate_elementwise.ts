@@ -11,6 +11,7 @@
 // width (XLA's make_signed). s32, u8 and s64 have their own kernel tables; the other integer types
 // share width-parameterized kernels (intKernel1/intKernel2, bigKernel1/bigKernel2 for u64).
 
+import { isSmallFloatType, roundToSmallFloat } from "./small_floats.ts";
 import type { ComparisonDirection, ComparisonType } from "./attributes.ts";
 import {
   allocate,
@@ -61,6 +62,13 @@ function slot(t: ElementType): keyof Kernels1 | undefined {
     case "f16":
     case "bf16":
     case "f64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
       return "float";
     case "s32":
     case "u8":
@@ -854,8 +862,13 @@ export function converter(from: ElementType, to: ElementType): F1 {
     if (isIntegerType(to)) return floatToInt(to) as F1;
     if (to === "f16") return roundToF16 as F1;
     if (to === "bf16") return roundToBF16 as F1;
+    if (isSmallFloatType(to)) {
+      // XLA's CPU backend converts wider floats to f8 by way of f32 (f64 included).
+      const t = to;
+      return ((x: number) => roundToSmallFloat(t, Math.fround(x))) as F1;
+    }
     if (to === "f32" && from === "f64") return ((x: number) => Math.fround(x)) as F1;
-    return id; // → f32 from f16/bf16, → f64 from any float: exact
+    return id; // → f32 from f16/bf16/f8, → f64 from any float, → f16 from f8: exact
   }
   // from is pred or an integer type: integers convert modulo the width, to floats by rounding.
   if (fromBig) {
@@ -874,6 +887,17 @@ export function converter(from: ElementType, to: ElementType): F1 {
         return big((x) => roundToBF16(s64ToF32(x)));
       case "f64":
         return big((x) => Number(x));
+      case "f8e5m2":
+      case "f8e4m3":
+      case "f8e3m4":
+      case "f8e4m3fn":
+      case "f8e4m3fnuz":
+      case "f8e5m2fnuz":
+      case "f8e4m3b11fnuz":
+      {
+        const t = to;
+        return big((x) => roundToSmallFloat(t, s64ToF32(x)));
+      }
       default: {
         const wrap = wrapInteger(to);
         return big((x) => wrap(Number(BigInt.asUintN(32, x))));
@@ -894,6 +918,10 @@ export function converter(from: ElementType, to: ElementType): F1 {
     case "f64":
       return id;
     default:
+      if (isSmallFloatType(to)) {
+        const t = to;
+        return ((x: number) => roundToSmallFloat(t, Math.fround(x))) as F1;
+      }
       if (isIntegerType(to)) return wrapInteger(to) as F1;
       return fail(`cannot convert ${from} to ${to}`);
   }

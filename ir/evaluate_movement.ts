@@ -309,8 +309,12 @@ export const dynamicUpdateSliceOp: OpImpl = (_instr, ops) => {
 export const concatenateOp: OpImpl = (instr, ops) => {
   if (ops.length === 0) fail("concatenate needs at least one operand");
   const parts = ops.map((v, i) => asLiteral(v, `operand ${i}`));
-  const first = parts[0]!;
-  const d = singleDim(instr, first.dims.length);
+  return concatLiterals(parts, singleDim(instr, parts[0]!.dims.length));
+};
+
+/** Literals of one type and rank, joined along dim d (they must agree on every other dim). */
+export function concatLiterals(parts: readonly Literal[], d: number): Literal {
+  const first = parts[0] ?? fail("nothing to concatenate");
   const offsets: number[] = [];
   let total = 0;
   for (const [i, p] of parts.entries()) {
@@ -340,7 +344,19 @@ export const concatenateOp: OpImpl = (instr, ops) => {
       });
     });
   });
-};
+}
+
+/** Elements [start, limit) of `x` along dim d, every other dim whole. */
+export function sliceAlong(x: Literal, d: number, start: number, limit: number): Literal {
+  const dims = [...x.dims];
+  dims[d] = limit - start;
+  const xs = stridesOf(x.dims);
+  return remap(x, dims, (idx) => {
+    let l = 0;
+    for (let i = 0; i < idx.length; i++) l += (i === d ? idx[i]! + start : idx[i]!) * xs[i]!;
+    return l;
+  });
+}
 
 export const padOp: OpImpl = (instr, ops) => {
   const x = asLiteral(ops[0], "operand");

@@ -6,6 +6,7 @@
 // two parameters (or returns one parameter) runs through the same scalar kernel without building
 // literals; it rounds each step to the element type, so it is bit-identical to the slow path.
 
+import { isSmallFloatType, roundToSmallFloat } from "./small_floats.ts";
 import type { Computation, Instruction } from "./module.ts";
 import { roundToBF16, roundToF16 } from "./literal.ts";
 import type { ElementType } from "./shape.ts";
@@ -47,6 +48,7 @@ function storeRound(t: ElementType): (v: Scalar) => Scalar {
     case "bf16":
       return (v) => roundToBF16(v as number);
     default:
+      if (isSmallFloatType(t)) return (v) => roundToSmallFloat(t, Math.fround(v as number));
       return (v) => v;
   }
 }

@@ -4,11 +4,12 @@
 // runtime value against a declared (possibly bounded-dynamic) shape. Values always carry their
 // ACTUAL dims; a bounded dynamic dim of the IR shape only limits them.
 
+import { isSmallFloatType, roundToSmallFloat } from "./small_floats.ts";
 import type { Attributes } from "./attributes.ts";
 import { allocate, Literal, roundToBF16, roundToF16 } from "./literal.ts";
 import type { LiteralData } from "./literal.ts";
 import type { Computation, Instruction } from "./module.ts";
-import { shapeToString, type ElementType, type Shape } from "./shape.ts";
+import { isFloatType, shapeToString, type ElementType, type Shape } from "./shape.ts";
 
 /** A runtime value: an array literal, or a tuple of values. */
 export type EvalValue = Literal | EvalValue[];
@@ -26,6 +27,8 @@ export interface Elements {
 export interface EvalContext {
   /** Runs a called computation on argument values. */
   call(c: Computation, args: EvalValue[]): EvalValue;
+  /** The device running the program (evaluateReplicated); absent: replica 0 of partition 0. */
+  device?: { replica: number; partition: number };
 }
 
 /** Implementation of one opcode: operand values in, result value out. */
@@ -117,11 +120,13 @@ export function build(
 export function roundFor(type: ElementType): ((v: number) => number) | undefined {
   if (type === "f16") return roundToF16;
   if (type === "bf16") return roundToBF16;
+  // f8: computed in f32 (as XLA's CPU backend upcasts them), then rounded to the type.
+  if (isSmallFloatType(type)) return (v) => roundToSmallFloat(type, Math.fround(v));
   return undefined;
 }
 
 export function isFloat(t: ElementType): boolean {
-  return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
+  return isFloatType(t);
 }
 
 /** The text form of a runtime value's actual shape: `f32[3,4]`, `(f32[2], s32[])`. */

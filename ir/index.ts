@@ -49,6 +49,7 @@ export { parseHlo, parseShape } from "./parse.ts";
 export {
   evaluate,
   evaluateComputation,
+  evaluateReplicated,
   registerCustomCallTarget,
   type EvalValue,
 } from "./evaluate.ts";

@@ -7,6 +7,7 @@
 // in [-8, 7] and [0, 15]), u8 and pred (0 or 1) in a Uint8Array.
 // Also the f16/bf16 bit conversions used by the proto form and later by safetensors.
 
+import { roundToSmallFloat, smallFloatBits, smallFloatFromBits } from "./small_floats.ts";
 import { ELEMENT_TYPE_INFO } from "./element_types.ts";
 import {
   arrayShape,
@@ -131,6 +132,13 @@ const STORAGE_CTORS: { readonly [K in ElementType]: StorageConstructor } = {
   bf16: Float32Array,
   f32: Float32Array,
   f64: Float64Array,
+  f8e5m2: Float32Array,
+  f8e4m3: Float32Array,
+  f8e3m4: Float32Array,
+  f8e4m3fn: Float32Array,
+  f8e4m3fnuz: Float32Array,
+  f8e5m2fnuz: Float32Array,
+  f8e4m3b11fnuz: Float32Array,
   // A token literal is the evaluator's value of a token: one 0 byte, no meaning.
   token: Uint8Array,
 };
@@ -187,6 +195,14 @@ export function toStored(type: ElementType, v: ScalarValue): number | bigint {
     }
     case "token":
       throw new Error("a token has no values");
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+      return roundToSmallFloat(type, Number(v));
     case "s4":
     case "s8":
     case "s16":
@@ -392,6 +408,15 @@ export function dataToBytes(type: ElementType, data: LiteralData): Uint8Array {
         throw new Error("pred values have no byte layout to reinterpret");
       case "token":
         throw new Error("a token has no bytes");
+      case "f8e5m2":
+      case "f8e4m3":
+      case "f8e3m4":
+      case "f8e4m3fn":
+      case "f8e4m3fnuz":
+      case "f8e5m2fnuz":
+      case "f8e4m3b11fnuz":
+        view.setUint8(i, smallFloatBits(type, v as number));
+        break;
       default: {
         const never: never = type;
         throw new Error(`unknown element type ${String(never)}`);
@@ -462,6 +487,15 @@ export function dataFromBytes(type: ElementType, bytes: Uint8Array): LiteralData
         break;
       case "pred":
         throw new Error("pred values have no byte layout to reinterpret");
+      case "f8e5m2":
+      case "f8e4m3":
+      case "f8e3m4":
+      case "f8e4m3fn":
+      case "f8e4m3fnuz":
+      case "f8e5m2fnuz":
+      case "f8e4m3b11fnuz":
+        out[i] = smallFloatFromBits(type, view.getUint8(i));
+        break;
       case "token":
         throw new Error("a token has no bytes");
       default: {

@@ -385,6 +385,8 @@ export function calledRoleNames(instr: Instruction): string[] {
       return ["to_apply"];
     case "calls":
       return ["calls"];
+    case "async":
+      return instr.called.map(() => "calls");
     case "while":
       return ["condition", "body"];
     case "branches":

@@ -87,6 +87,22 @@ export const OPCODES = [
   // Replicas and partitions (the evaluator runs one of each: both are 0)
   "replica-id",
   "partition-id",
+  // Collectives over replica groups (the evaluator runs N simulated devices in lockstep)
+  "all-reduce",
+  "all-reduce-start",
+  "all-reduce-done",
+  "all-gather",
+  "all-gather-start",
+  "all-gather-done",
+  "reduce-scatter",
+  "all-to-all",
+  "collective-permute",
+  "collective-permute-start",
+  "collective-permute-done",
+  // Asynchronous calls (the evaluator runs the callee at the start)
+  "async-start",
+  "async-update",
+  "async-done",
   // Ordering of side effects
   "after-all",
   // Escape hatch
@@ -111,14 +127,16 @@ export type OpGroup =
   | "indexing"
   | "control"
   | "dynamic"
+  | "collective"
   | "other";
 
 /**
  * Roles of called computations, in the order they are stored in `Instruction.called`:
  * `to_apply` (reducers, comparators, call), `calls` (fusion), `condition`+`body` (while),
- * `branches` (conditional).
+ * `branches` (conditional), `async` (async-update and async-done: the async computation, which
+ * the text may leave out).
  */
-export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches";
+export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async";
 
 export interface OpcodeInfo {
   readonly group: OpGroup;
@@ -137,6 +155,13 @@ const move = (arity: number | "variadic"): OpcodeInfo => ({
   group: "movement",
   arity,
   called: "none",
+  elementwise: false,
+});
+
+const collective = (arity: number | "variadic", called: CalledRole = "none"): OpcodeInfo => ({
+  group: "collective",
+  arity,
+  called,
   elementwise: false,
 });
 
@@ -218,6 +243,20 @@ export const OPCODE_INFO = {
   "get-dimension-size": { group: "dynamic", arity: 1, called: "none", elementwise: false },
   "replica-id": leaf,
   "partition-id": leaf,
+  "all-reduce": collective("variadic", "to_apply"),
+  "all-reduce-start": collective("variadic", "to_apply"),
+  "all-reduce-done": collective(1),
+  "all-gather": collective("variadic"),
+  "all-gather-start": collective("variadic"),
+  "all-gather-done": collective(1),
+  "reduce-scatter": collective("variadic", "to_apply"),
+  "all-to-all": collective("variadic"),
+  "collective-permute": collective(1),
+  "collective-permute-start": collective(1),
+  "collective-permute-done": collective(1),
+  "async-start": { group: "control", arity: "variadic", called: "calls", elementwise: false },
+  "async-update": { group: "control", arity: 1, called: "async", elementwise: false },
+  "async-done": { group: "control", arity: 1, called: "async", elementwise: false },
   "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
@@ -225,4 +264,9 @@ export const OPCODE_INFO = {
 
 export function opcodeInfo(op: Opcode): OpcodeInfo {
   return OPCODE_INFO[op];
+}
+
+/** The collectives: their results depend on the values of the other devices of their group. */
+export function isCollective(op: Opcode): boolean {
+  return OPCODE_INFO[op].group === "collective";
 }

@@ -13,12 +13,19 @@
 // attribute is an error. Every failure is a ParseError with the line and column and what was
 // expected there; the verifier is not run.
 
+import { isSmallFloatType, smallFloatMax } from "./small_floats.ts";
 import {
   COMPARISON_DIRECTIONS,
   type Attributes,
   type ComparisonDirection,
   type ComparisonType,
   convDimsFromLabels,
+  CUSTOM_CALL_API_VERSIONS,
+  type CustomCallApiVersion,
+  DOT_ALGORITHMS,
+  type DotAlgorithm,
+  iotaReplicaGroups,
+  type OutputOperandAlias,
   type DotDimensionNumbers,
   type FusionKind,
   type GatherDimensionNumbers,
@@ -76,6 +83,22 @@ interface InstrAst extends NameRef {
   metadata: Metadata;
   /** Called computations in the role order of OPCODE_INFO[opcode].called. */
   called: NameRef[];
+  /**
+   * XLA's short form of an async-start wrapping one instruction (`x = (...) multiply-start(a,
+   * b)`): the wrapped opcode, its attributes and callees; build() makes its computation.
+   */
+  wrapped?: { opcode: Opcode; attrs: Attributes; called: NameRef[] };
+}
+
+/**
+ * `<op>-start` / `-update` / `-done` for an opcode that has no such form of its own: XLA's
+ * printing of an async-start whose computation is that one instruction. copy-start and
+ * copy-done are XLA opcodes of their own (not read here), not this form.
+ */
+function asyncShortForm(word: string): { base: Opcode; part: Opcode } | undefined {
+  const m = /^(.+)-(start|update|done)$/.exec(word);
+  if (!m || !isOpcode(m[1]!) || m[1] === "copy") return undefined;
+  return { base: m[1], part: `async-${m[2]}` as Opcode };
 }
 
 interface SignatureAst {
@@ -140,7 +163,6 @@ const IGNORED_ATTRS: ReadonlySet<string> = new Set([
   "statistics",
   "parameter_replication",
   "origin",
-  "control-predecessors",
   "operand_precision",
   "result_accuracy",
 ]);
@@ -159,6 +181,7 @@ const IGNORED_METADATA: ReadonlySet<string> = new Set([
 const ATTR_KEY_SET: ReadonlySet<string> = new Set(ATTR_KEYS);
 const GLOBAL_ATTRS: readonly AttrKey[] = [
   "sharding",
+  "control-predecessors",
   "frontend_attributes",
   "backend_config",
   "metadata",
@@ -172,6 +195,13 @@ const FLOAT_MAX = {
   bf16: 3.3895313892515355e38,
   f64: Number.MAX_VALUE,
 };
+
+function largestFinite(t: ElementType): number {
+  return isSmallFloatType(t) ? smallFloatMax(t) : FLOAT_MAX[t as keyof typeof FLOAT_MAX];
+}
+
+/** The most elements a literal written as one value (or `{...}`) is filled out to. */
+const MAX_FILLED_ELEMENTS = 1 << 24;
 
 const RE_NAME = /[A-Za-z_][A-Za-z0-9_.-]*/y;
 const RE_PERCENT_NAME = /%[A-Za-z0-9_.-]+/y;
@@ -363,6 +393,88 @@ class Parser {
       if (this.eat(",")) continue;
       if (this.eat("}")) return out;
       this.fail("',' or '}' in the integer list");
+    }
+  }
+
+  /**
+   * Replica groups: `{{0,1},{2,3}}`, or XLA's iota form `[G,S]<=[dims]` / `[G,S]<=[dims]T(perm)`
+   * (iota over prod(dims) ids, reshaped to dims, transposed by perm, cut into G groups of S),
+   * which is read as the groups it stands for.
+   */
+  groups(what: string): number[][] {
+    this.ws();
+    if (this.text[this.pos] === "[") return this.iotaGroups(what);
+    this.expect("{", `to open ${what}`);
+    const out: number[][] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      out.push(this.intList(`a group like {0,1} in ${what}`));
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail(`',' or '}' in ${what}`);
+    }
+  }
+
+  private bracketList(): number[] {
+    this.expect("[");
+    const out: number[] = [];
+    if (this.eat("]")) return out;
+    for (;;) {
+      out.push(this.natural());
+      if (this.eat(",")) continue;
+      if (this.eat("]")) return out;
+      this.fail("',' or ']' in the list");
+    }
+  }
+
+  private iotaGroups(what: string): number[][] {
+    const at = this.pos;
+    const shape = this.bracketList();
+    this.expect("<=", `in the iota form of ${what} ([groups,size]<=[dims])`);
+    const dims = this.bracketList();
+    let perm = dims.map((_, i) => i);
+    if (this.eatKeyword("T")) {
+      this.expect("(", "to open the transpose of the iota groups");
+      perm = [];
+      if (!this.eat(")")) {
+        for (;;) {
+          perm.push(this.natural());
+          if (this.eat(",")) continue;
+          if (this.eat(")")) break;
+          this.fail("',' or ')' in the transpose");
+        }
+      }
+    }
+    if (shape.length !== 2) {
+      throw this.error(
+        at,
+        `expected ${what} in the iota form [groups,size]<=[dims], got [${shape}]`,
+      );
+    }
+    try {
+      return iotaReplicaGroups(shape[0]!, shape[1]!, dims, perm);
+    } catch (e) {
+      throw this.error(at, `expected ${what} in a valid iota form: ${message(e)}`);
+    }
+  }
+
+  /** `{{}: (0, {}), {1}: (2, {0})}`: output shape index -> (operand, operand shape index). */
+  aliasing(): OutputOperandAlias[] {
+    this.expect("{", "to open output_to_operand_aliasing");
+    const out: OutputOperandAlias[] = [];
+    if (this.eat("}")) return out;
+    for (;;) {
+      const output = this.intList("an output shape index like {0}");
+      this.expect(":", "after the output shape index");
+      this.expect("(", "to open (operand, shape index)");
+      const operand = this.natural("an operand number");
+      this.expect(",", "after the operand number");
+      const operandIndex = this.intList("an operand shape index like {}");
+      this.expect(")", "to close (operand, shape index)");
+      out.push({ output, operand, operandIndex });
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return out;
+      this.fail("',' or '}' in output_to_operand_aliasing");
     }
   }
 
@@ -719,6 +831,31 @@ class Parser {
 
   literal(shape: ArrayShape): Literal {
     const n = shape.dims.reduce((a, b) => a * b, 1);
+    this.ws();
+    if (n > MAX_FILLED_ELEMENTS && !this.text.startsWith("{", this.pos)) {
+      throw this.error(
+        this.pos,
+        `expected a constant Kiln can hold: ${shapeToString(shape, false)} has ${n} elements, ` +
+          `more than the ${MAX_FILLED_ELEMENTS} a literal written as one value may fill`,
+      );
+    }
+    if (shape.dims.length > 0 && this.text.startsWith("{...}", this.pos)) {
+      // XLA's elided constant (its printer leaves large ones out): the values are unspecified
+      // (XLA's parser fills arbitrary ones); Kiln reads zeros.
+      this.pos += 5;
+      return new Literal(shape.type, shape.dims, allocate(shape.type, n));
+    }
+    if (shape.dims.length > 0 && this.text[this.pos] !== "{") {
+      // XLA reads one value for a whole array (`f32[9] constant(0)`): every element is it.
+      const data = allocate(shape.type, n);
+      this.nanBits = undefined;
+      const v = this.scalar(shape.type);
+      if (this.nanBits !== undefined) {
+        throw this.error(this.pos, "expected a NaN without a payload for a whole-array constant");
+      }
+      (data as unknown as { fill(x: number | bigint): void }).fill(v);
+      return new Literal(shape.type, shape.dims, data);
+    }
     const left = this.text.length - this.pos;
     if (n > left) {
       // Each element takes at least one character: fail before allocating storage.
@@ -825,7 +962,7 @@ class Parser {
       throw this.error(
         start,
         `expected a value that fits ${type}, got '${token}' (out of range: the largest finite ` +
-          `${type} is ${FLOAT_MAX[type as "f32" | "f16" | "bf16" | "f64"]}; write inf for infinity)`,
+          `${type} is ${largestFinite(type)}; write inf for infinity)`,
       );
     }
     this.pos = start + token.length;
@@ -835,9 +972,13 @@ class Parser {
   // -- attributes --
 
   /** `, key=value` pairs after an instruction's operands. */
-  attributes(opcode: Opcode, d: Draft): void {
+  attributes(opcode: Opcode, d: Draft, extra: readonly AttrKey[] = []): void {
     const slots: readonly AttrSlot[] = TEXT_ATTRS[opcode];
-    const allowed = new Set<string>([...slots.map((s) => slotKey(s).key), ...GLOBAL_ATTRS]);
+    const allowed = new Set<string>([
+      ...slots.map((s) => slotKey(s).key),
+      ...GLOBAL_ATTRS,
+      ...extra,
+    ]);
     let end = this.pos;
     while (this.eat(",")) {
       this.ws();
@@ -883,8 +1024,23 @@ class Parser {
     }
   }
 
+  /**
+   * A computation by name, or written inline (`to_apply={ a = f32[] parameter(0) ... }`, which
+   * XLA reads too): an inline body becomes a computation of the module named
+   * `inline_computation.N`.
+   */
   computationRef(): NameRef {
-    return this.name("a computation name");
+    this.ws();
+    if (this.text[this.pos] !== "{") return this.name("a computation name");
+    const pos = this.pos;
+    this.pos++;
+    const name = `inline_computation.${this.inlineComps.length}`;
+    const outer = this.nested;
+    this.nested = [];
+    const instrs = this.computationBody(name);
+    this.nested = outer;
+    this.inlineComps.push({ name, pos, isEntry: false, instrs });
+    return { name, pos };
   }
 
   slice(): SliceDim[] {
@@ -1046,7 +1202,26 @@ class Parser {
     const opText = match(RE_OPCODE, this.text, opcodePos);
     if (opText === undefined) this.fail(shape ? "an opcode" : "a shape or an opcode");
     if (!isOpcode(opText)) {
-      throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
+      const short = asyncShortForm(opText);
+      if (short === undefined) {
+        throw this.error(opcodePos, `expected an opcode, got unknown opcode '${opText}'`);
+      }
+      this.pos += opText.length;
+      if (short.part !== "async-start") {
+        return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, short.part,
+          opcodePos);
+      }
+      // The operands and attributes are the wrapped instruction's (plus the thread).
+      const inner = this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, short.base,
+        opcodePos, false, ["async_execution_thread"]);
+      const { asyncExecutionThread, ...attrs } = inner.attrs;
+      return {
+        ...inner,
+        opcode: "async-start",
+        attrs: asyncExecutionThread !== undefined ? { asyncExecutionThread } : {},
+        called: [],
+        wrapped: { opcode: short.base, attrs, called: inner.called },
+      };
     }
     this.pos += opText.length;
     return this.instructionRest(name, pos, isRoot, rootPos, shape, shapePos, opText, opcodePos);
@@ -1063,6 +1238,7 @@ class Parser {
     opcode: Opcode,
     opcodePos: number,
     nested = false,
+    extraAttrs: readonly AttrKey[] = [],
   ): InstrAst {
     const d = newDraft();
     const operands: OperandAst[] = [];
@@ -1129,7 +1305,7 @@ class Parser {
         );
       }
     }
-    if (!nested) this.attributes(opcode, d);
+    if (!nested) this.attributes(opcode, d, extraAttrs);
     return {
       name,
       pos,
@@ -1156,6 +1332,7 @@ class Parser {
       case "to_apply":
         return one("to_apply");
       case "calls":
+      case "async":
         return one("calls");
       case "while":
         return [...one("condition"), ...one("body")];
@@ -1219,6 +1396,24 @@ class Parser {
       signature = { pos: sigPos, params, result: this.shape(), resultPos };
     }
     this.expect("{", `to open the body of computation '${name}'`);
+    const instrs = this.computationBody(name);
+    while (this.eat(",")) {
+      this.ws();
+      const keyPos = this.pos;
+      const key = match(RE_ATTR, this.text, keyPos);
+      if (key !== "execution_thread") this.fail("a computation attribute (execution_thread)");
+      this.pos += key.length;
+      this.expect("=", "after execution_thread");
+      this.string();
+    }
+    return signature ? { name, pos, isEntry, signature, instrs } : { name, pos, isEntry, instrs };
+  }
+
+  /** Computations written inline as an attribute (`to_apply={ ... }`), in the order read. */
+  private inlineComps: CompAst[] = [];
+
+  /** The instructions of a computation body after its `{`, through its `}`. */
+  private computationBody(name: string): InstrAst[] {
     const instrs: InstrAst[] = [];
     let rootSeen: InstrAst | undefined;
     for (;;) {
@@ -1242,16 +1437,7 @@ class Parser {
       }
       instrs.push(instr);
     }
-    while (this.eat(",")) {
-      this.ws();
-      const keyPos = this.pos;
-      const key = match(RE_ATTR, this.text, keyPos);
-      if (key !== "execution_thread") this.fail("a computation attribute (execution_thread)");
-      this.pos += key.length;
-      this.expect("=", "after execution_thread");
-      this.string();
-    }
-    return signature ? { name, pos, isEntry, signature, instrs } : { name, pos, isEntry, instrs };
+    return instrs;
   }
 
   module(): ModuleAst {
@@ -1293,7 +1479,8 @@ class Parser {
         }
         entryPos = at;
       }
-      comps.push(c);
+      comps.push(...this.inlineComps, c);
+      this.inlineComps = [];
     } while (!this.atEnd());
     return name !== undefined ? { name, comps } : { comps };
   }
@@ -1404,8 +1591,59 @@ const ATTR_PARSERS = {
     d.refs.branch_computations = refs;
   },
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  custom_call_has_side_effect: (p, d) => void (d.attrs.customCallHasSideEffect = p.bool()),
+  output_to_operand_aliasing: (p, d) => void (d.attrs.outputToOperandAliasing = p.aliasing()),
+  api_version: (p, d) => {
+    const names = Object.keys(CUSTOM_CALL_API_VERSIONS) as CustomCallApiVersion[];
+    const v = p.oneOf(names, "a custom-call API version");
+    // API_VERSION_ORIGINAL is XLA's default (what an absent api_version means).
+    if (v !== "API_VERSION_ORIGINAL") d.attrs.apiVersion = v;
+  },
+  operand_layout_constraints: (p, d) => {
+    p.expect("{", "to open the operand layout constraints");
+    const shapes: Shape[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        shapes.push(p.shape());
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in the operand layout constraints");
+      }
+    }
+    d.attrs.operandLayoutConstraints = shapes;
+  },
+  algorithm: (p, d) => {
+    const names = Object.keys(DOT_ALGORITHMS) as DotAlgorithm[];
+    d.attrs.dotAlgorithm = p.oneOf(names, "a dot algorithm");
+  },
+  is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
+  async_execution_thread: (p, d) => void (d.attrs.asyncExecutionThread = p.string()),
+  channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
+  replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
+  source_target_pairs: (p, d) => {
+    const at = p.pos;
+    const pairs = p.groups("source_target_pairs");
+    const bad = pairs.find((g) => g.length !== 2);
+    if (bad) throw p.error(at, `expected source_target_pairs of pairs {a,b}, got {${bad}}`);
+    d.attrs.sourceTargetPairs = pairs.map((g) => [g[0]!, g[1]!]);
+  },
+  constrain_layout: (p, d) => void (d.attrs.constrainLayout = p.bool()),
+  use_global_device_ids: (p, d) => void (d.attrs.useGlobalDeviceIds = p.bool()),
   backend_config: (p, d) => {
     d.attrs.backendConfig = p.peek() === "{" ? p.skipBalanced() : p.string();
+  },
+  "control-predecessors": (p, d) => {
+    p.expect("{", "to open control-predecessors");
+    const names: string[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        names.push(p.name("an instruction name").name);
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in control-predecessors");
+      }
+    }
+    d.attrs.controlPredecessors = names;
   },
   sharding: (p, d) => {
     if (p.peek() !== "{") p.fail("a sharding in braces ({replicated}, {maximal device=0}, ...)");
@@ -1500,7 +1738,7 @@ function build(p: Parser, ast: ModuleAst): Module {
         }
         return op;
       });
-      const called = iAst.called.map((ref) => {
+      const lookUp = (ref: NameRef) => {
         const c = comps.get(ref.name);
         if (!c) {
           throw p.error(
@@ -1509,7 +1747,9 @@ function build(p: Parser, ast: ModuleAst): Module {
           );
         }
         return c;
-      });
+      };
+      const called = iAst.called.map(lookUp);
+      if (iAst.wrapped) called.push(wrappedComputation(p, module, iAst, operands, lookUp));
       if (iAst.opcode === "parameter") {
         const n = iAst.attrs.parameterNumber!;
         const prev = params.get(n);
@@ -1558,9 +1798,66 @@ function build(p: Parser, ast: ModuleAst): Module {
       scope.set(iAst.name, instr);
       if (iAst.isRoot) comp.root = instr;
     }
+    // Control predecessors name instructions as the text does; a renamed one (a name another
+    // computation also used) is named as it is now.
+    for (const iAst of cAst.instrs) {
+      const preds = iAst.attrs.controlPredecessors;
+      if (preds === undefined) continue;
+      const instr = scope.get(iAst.name)!;
+      instr.attrs.controlPredecessors = preds.map((s) => {
+        const x = scope.get(s);
+        if (x === undefined) {
+          throw p.error(
+            iAst.pos,
+            `expected control-predecessors of '${iAst.name}' to name instructions of ` +
+              `'${cAst.name}', got '${s}'`,
+          );
+        }
+        return x.name;
+      });
+    }
     if (cAst.signature) checkSignature(p, comp, cAst.signature);
   }
   return module;
+}
+
+/**
+ * The computation of XLA's short async form `x = ((a, b), r, ...) op-start(a, b), <op's attrs>`:
+ * one parameter per operand and `op` of them as its ROOT, of the start's result shape r.
+ */
+function wrappedComputation(
+  p: Parser,
+  module: Module,
+  iAst: InstrAst,
+  operands: readonly Instruction[],
+  lookUp: (ref: NameRef) => Computation,
+): Computation {
+  const w = iAst.wrapped!;
+  const s = iAst.shape;
+  if (s === undefined || s.kind !== "tuple" || s.elements.length < 2) {
+    throw p.error(
+      iAst.shapePos,
+      `expected the shape of ${w.opcode}-start '${iAst.name}' to be ((operands...), result, ...)`,
+    );
+  }
+  const c = module.addComputation(module.uniqueComputationName(`${w.opcode}.async_computation`));
+  const params = operands.map((o, i) =>
+    c.addInstruction({
+      opcode: "parameter",
+      shape: o.shape,
+      attrs: { parameterNumber: i },
+      name: module.uniqueName(`${w.opcode}.param_${i}`),
+    }),
+  );
+  c.root = c.addInstruction({
+    opcode: w.opcode,
+    shape: s.elements[1]!,
+    operands: params,
+    attrs: w.attrs,
+    called: w.called.map(lookUp),
+    name: module.uniqueName(w.opcode),
+  });
+  return c;
 }
 
 function displayName(i: InstrAst): string {

@@ -6,9 +6,11 @@
 // hold are sanitized (as XLA does) and kept unique; `canonicalNames` names everything by position
 // for fingerprints.
 
+import { isSmallFloatType } from "./small_floats.ts";
 import {
   convDimsToLabels,
   type Metadata,
+  type OutputOperandAlias,
   type PaddingDim,
   type SliceDim,
   type WindowDim,
@@ -78,7 +80,20 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "custom_call_has_side_effect",
+  "output_to_operand_aliasing",
+  "api_version",
+  "operand_layout_constraints",
+  "algorithm",
+  "is_composite",
+  "async_execution_thread",
+  "channel_id",
+  "replica_groups",
+  "source_target_pairs",
+  "constrain_layout",
+  "use_global_device_ids",
   "sharding",
+  "control-predecessors",
   "frontend_attributes",
   "backend_config",
   "metadata",
@@ -94,6 +109,22 @@ const DOT_DIMS = [
   "rhs_batch_dims?",
   "rhs_contracting_dims?",
 ] as const;
+
+const ALL_REDUCE = [
+  "channel_id?",
+  "replica_groups?",
+  "constrain_layout?",
+  "use_global_device_ids?",
+  "to_apply",
+] as const;
+const ALL_GATHER = [
+  "channel_id?",
+  "replica_groups?",
+  "dimensions",
+  "constrain_layout?",
+  "use_global_device_ids?",
+] as const;
+const PERMUTE = ["channel_id?", "source_target_pairs"] as const;
 
 /**
  * The text attributes of each opcode, in the order XLA prints them. `backend_config` (any
@@ -159,7 +190,7 @@ export const TEXT_ATTRS = {
   concatenate: ["dimensions"],
   pad: ["padding"],
   reverse: ["dimensions"],
-  dot: DOT_DIMS,
+  dot: [...DOT_DIMS, "algorithm?"],
   convolution: ["window?", "dim_labels", "feature_group_count?", "batch_group_count?"],
   reduce: ["dimensions", "to_apply"],
   "reduce-window": ["window", "to_apply"],
@@ -187,13 +218,33 @@ export const TEXT_ATTRS = {
   sort: ["dimensions", "is_stable?", "to_apply"],
   tuple: [],
   "get-tuple-element": ["index"],
-  fusion: ["kind", "calls"],
-  call: ["to_apply"],
+  fusion: ["kind", "calls", "output_to_operand_aliasing?"],
+  call: ["to_apply", "is_composite?"],
   while: ["condition", "body"],
   conditional: ["true_computation?", "false_computation?", "branch_computations?"],
   "get-dimension-size": ["dimensions"],
   "set-dimension-size": ["dimensions"],
-  "custom-call": ["custom_call_target"],
+  "all-reduce": ALL_REDUCE,
+  "all-reduce-start": ALL_REDUCE,
+  "all-reduce-done": [],
+  "all-gather": ALL_GATHER,
+  "all-gather-start": ALL_GATHER,
+  "all-gather-done": [],
+  "reduce-scatter": [...ALL_GATHER, "to_apply"],
+  "all-to-all": ["channel_id?", "replica_groups?", "dimensions?", "constrain_layout?"],
+  "collective-permute": PERMUTE,
+  "collective-permute-start": PERMUTE,
+  "collective-permute-done": [],
+  "async-start": ["async_execution_thread?", "calls", "output_to_operand_aliasing?"],
+  "async-update": ["async_execution_thread?", "calls?"],
+  "async-done": ["async_execution_thread?", "calls?"],
+  "custom-call": [
+    "custom_call_target",
+    "custom_call_has_side_effect?",
+    "output_to_operand_aliasing?",
+    "api_version?",
+    "operand_layout_constraints?",
+  ],
 } as const satisfies { [K in Opcode]: readonly AttrSlot[] };
 
 /** Splits a slot into its key and whether it is optional. */
@@ -295,6 +346,48 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  custom_call_has_side_effect: (i) => bool(i.attrs.customCallHasSideEffect),
+  output_to_operand_aliasing: (i) =>
+    i.attrs.outputToOperandAliasing === undefined
+      ? undefined
+      : {
+          text: printAliasing(i.attrs.outputToOperandAliasing),
+          isDefault: i.attrs.outputToOperandAliasing.length === 0,
+        },
+  api_version: (i) => word(i.attrs.apiVersion),
+  operand_layout_constraints: (i, _n, layouts) => {
+    const shapes = i.attrs.operandLayoutConstraints;
+    if (shapes === undefined) return undefined;
+    const text = `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`;
+    return { text, isDefault: false };
+  },
+  algorithm: (i) => word(i.attrs.dotAlgorithm),
+  is_composite: (i) => bool(i.attrs.isComposite),
+  async_execution_thread: (i) =>
+    i.attrs.asyncExecutionThread === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.asyncExecutionThread), isDefault: false },
+  channel_id: (i) => int(i.attrs.channelId),
+  replica_groups: (i) =>
+    i.attrs.replicaGroups === undefined
+      ? undefined
+      : { text: printGroups(i.attrs.replicaGroups), isDefault: i.attrs.replicaGroups.length === 0 },
+  source_target_pairs: (i) =>
+    i.attrs.sourceTargetPairs === undefined
+      ? undefined
+      : { text: printGroups(i.attrs.sourceTargetPairs), isDefault: false },
+  constrain_layout: (i) => bool(i.attrs.constrainLayout),
+  use_global_device_ids: (i) => bool(i.attrs.useGlobalDeviceIds),
+  "control-predecessors": (i, n) => {
+    const names = i.attrs.controlPredecessors;
+    if (names === undefined) return undefined;
+    const byName = (s: string) => i.parent.instructions.find((x) => x.name === s);
+    const text = names.map((s) => {
+      const x = byName(s);
+      return `%${x ? n.instr(x) : s}`;
+    });
+    return { text: `{${text.join(", ")}}`, isDefault: names.length === 0 };
+  },
   sharding: (i) =>
     i.attrs.sharding === undefined ? undefined : { text: i.attrs.sharding, isDefault: false },
   frontend_attributes: (i) =>
@@ -309,7 +402,26 @@ const ATTR_PRINTERS = {
     const text = printMetadata(i.metadata);
     return { text, isDefault: text === "{}" };
   },
-} satisfies { [K in AttrKey]: (i: Instruction, n: Names) => Printed | undefined };
+} satisfies {
+  [K in AttrKey]: (
+    i: Instruction,
+    n: Names,
+    layouts: boolean | "non-default",
+  ) => Printed | undefined;
+};
+
+/** `{{}: (0, {}), {1}: (2, {0})}`: output shape index -> (operand, operand shape index). */
+export function printAliasing(pairs: readonly OutputOperandAlias[]): string {
+  const idx = (xs: readonly number[]) => `{${xs.join(",")}}`;
+  const pair = (a: OutputOperandAlias) =>
+    `${idx(a.output)}: (${a.operand}, ${idx(a.operandIndex)})`;
+  return `{${pairs.map(pair).join(", ")}}`;
+}
+
+/** `{{0,1},{2,3}}`: replica groups and source-target pairs. */
+export function printGroups(groups: readonly (readonly number[])[]): string {
+  return `{${groups.map((g) => `{${g.join(",")}}`).join(",")}}`;
+}
 
 /** `{[0:2], [1:9:2]}`: stride shown only when it is not 1. */
 export function printSlice(dims: readonly SliceDim[]): string {
@@ -410,7 +522,7 @@ export function formatFloat(v: number, type: ElementType = "f32"): string {
   // The nearest (p+1)-digit decimal is never farther from v than the nearest p-digit one, so
   // "reads back" holds from some p on: binary search it, up to the type's round-trip digits.
   let lo = 1;
-  let hi = type === "f16" ? 5 : type === "bf16" ? 4 : 9;
+  let hi = type === "f16" ? 5 : type === "bf16" ? 4 : isSmallFloatType(type) ? 3 : 9;
   if (!readsBack(hi)) hi = 17;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
@@ -475,6 +587,13 @@ function formatElement(lit: Literal, i: number): string {
     case "bf16":
     case "f32":
     case "f64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
       return Number.isNaN(v) ? formatNaN(lit, i) : formatFloat(Number(v), lit.type);
     case "token":
       throw new Error("a token has no literal text");
@@ -592,15 +711,20 @@ function instructionText(instr: Instruction, options: PrintOptions, n: Names): s
   const slots: readonly AttrSlot[] = TEXT_ATTRS[instr.opcode];
   for (const slot of slots) {
     const { key, optional } = slotKey(slot);
-    const p = ATTR_PRINTERS[key](instr, n);
+    const p = ATTR_PRINTERS[key](instr, n, layouts);
     if (p === undefined || (optional && p.isDefault)) continue;
     if (key === "type" && options.defaults === false && isDefaultCompareType(instr)) continue;
     attrs.push(`${key}=${p.text}`);
   }
-  const extra: AttrKey[] = ["sharding", "frontend_attributes", "backend_config"];
+  const extra: AttrKey[] = [
+    "sharding",
+    "control-predecessors",
+    "frontend_attributes",
+    "backend_config",
+  ];
   if (options.metadata ?? true) extra.push("metadata");
   for (const key of extra) {
-    const p = ATTR_PRINTERS[key](instr, n);
+    const p = ATTR_PRINTERS[key](instr, n, layouts);
     if (p !== undefined && !p.isDefault) attrs.push(`${key}=${p.text}`);
   }
   return attrs.length > 0 ? `${out}, ${attrs.join(", ")}` : out;

@@ -29,7 +29,14 @@ import type {
   WindowDim,
   Attributes,
 } from "./attributes.ts";
-import { COMPARISON_DIRECTIONS } from "./attributes.ts";
+import {
+  COMPARISON_DIRECTIONS,
+  CUSTOM_CALL_API_VERSIONS,
+  type CustomCallApiVersion,
+  DOT_ALGORITHMS,
+  type DotAlgorithm,
+  iotaReplicaGroups,
+} from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
   lastTileTypeNumber,
@@ -89,6 +96,10 @@ import {
   type ShapeProto,
   ShapeProtoSchema,
   FrontendAttributesSchema,
+  ReplicaGroupSchema,
+  SourceTargetSchema,
+  OutputOperandAliasingSchema,
+  PrecisionConfigSchema,
   type OpSharding,
   OpShardingSchema,
   TileProtoSchema,
@@ -116,6 +127,13 @@ const PRIMITIVE_TYPE = {
   bf16: PrimitiveType.BF16,
   f32: PrimitiveType.F32,
   f64: PrimitiveType.F64,
+  f8e5m2: PrimitiveType.F8E5M2,
+  f8e4m3: PrimitiveType.F8E4M3,
+  f8e3m4: PrimitiveType.F8E3M4,
+  f8e4m3fn: PrimitiveType.F8E4M3FN,
+  f8e4m3fnuz: PrimitiveType.F8E4M3FNUZ,
+  f8e5m2fnuz: PrimitiveType.F8E5M2FNUZ,
+  f8e4m3b11fnuz: PrimitiveType.F8E4M3B11FNUZ,
 } satisfies { [K in ElementType]: PrimitiveType };
 
 const ELEMENT_TYPE_OF: ReadonlyMap<number, ElementType> = new Map(
@@ -211,6 +229,20 @@ const OP_RULES = {
   conditional: anyShape(),
   "get-dimension-size": arr("dimensions"),
   "set-dimension-size": arr("dimensions"),
+  "all-reduce": anyShape("replicaGroups"),
+  "all-reduce-start": anyShape("replicaGroups"),
+  "all-reduce-done": anyShape(),
+  "all-gather": anyShape("replicaGroups", "dimensions"),
+  "all-gather-start": anyShape("replicaGroups", "dimensions"),
+  "all-gather-done": anyShape(),
+  "reduce-scatter": anyShape("replicaGroups", "dimensions"),
+  "all-to-all": anyShape("replicaGroups"),
+  "collective-permute": anyShape("sourceTargetPairs"),
+  "collective-permute-start": anyShape("sourceTargetPairs"),
+  "collective-permute-done": anyShape(),
+  "async-start": anyShape(),
+  "async-update": anyShape(),
+  "async-done": anyShape(),
   "custom-call": anyShape("customCallTarget"),
 } satisfies { [K in Opcode]: OpRule };
 
@@ -489,6 +521,63 @@ function instructionToProto(
   if (a.tupleIndex !== undefined) p.tupleIndex = i64(a.tupleIndex, at("tuple_index"));
   if (a.fusionKind !== undefined) p.fusionKind = a.fusionKind;
   if (a.customCallTarget !== undefined) p.customCallTarget = a.customCallTarget;
+  if (a.customCallHasSideEffect !== undefined) {
+    p.customCallHasSideEffect = a.customCallHasSideEffect;
+  }
+  if (instr.opcode === "custom-call") {
+    // XLA's default, which XLA also writes: API_VERSION_ORIGINAL.
+    p.customCallApiVersion = CUSTOM_CALL_API_VERSIONS[a.apiVersion ?? "API_VERSION_ORIGINAL"];
+  }
+  if (a.operandLayoutConstraints !== undefined) {
+    // XLA's loader requires layouts on a layout-constrained custom-call's shapes (its text
+    // parser gives every shape written without one the default layout, which this writes).
+    p.constrainLayout = true;
+    p.operandShapesWithLayout = a.operandLayoutConstraints.map((s, k) =>
+      shapeToProto(withDefaultLayouts(s), at(`operand_layout_constraints[${k}]`)),
+    );
+    p.shape = shapeToProto(withDefaultLayouts(instr.shape), `shape of ${where}`);
+  }
+  if (a.outputToOperandAliasing !== undefined) {
+    p.outputOperandAliasing = a.outputToOperandAliasing.map((x, k) =>
+      create(OutputOperandAliasingSchema, {
+        outputShapeIndex: i64s(x.output, at(`output_to_operand_aliasing[${k}]`)),
+        operandIndex: i64(x.operand, at(`output_to_operand_aliasing[${k}]`)),
+        operandShapeIndex: i64s(x.operandIndex, at(`output_to_operand_aliasing[${k}]`)),
+      }),
+    );
+  }
+  if (a.dotAlgorithm !== undefined) {
+    p.precisionConfig = create(PrecisionConfigSchema, {
+      algorithm: DOT_ALGORITHMS[a.dotAlgorithm],
+    });
+  }
+  if (a.isComposite !== undefined) p.isComposite = a.isComposite;
+  if (a.controlPredecessors !== undefined) {
+    p.controlPredecessorIds = a.controlPredecessors.map((s) => {
+      const x = instr.parent.instructions.find((i) => i.name === s);
+      if (x === undefined) {
+        throw new ProtoError(`${where}: control predecessor '${s}' is not in the computation`);
+      }
+      return BigInt(x.id);
+    });
+  }
+  if (a.asyncExecutionThread !== undefined) p.asyncExecutionThread = a.asyncExecutionThread;
+  if (a.channelId !== undefined) p.channelId = i64(a.channelId, at("channel_id"));
+  if (a.replicaGroups !== undefined) {
+    p.replicaGroups = a.replicaGroups.map((g, k) =>
+      create(ReplicaGroupSchema, { replicaIds: i64s(g, at(`replica_groups[${k}]`)) }),
+    );
+  }
+  if (a.useGlobalDeviceIds !== undefined) p.useGlobalDeviceIds = a.useGlobalDeviceIds;
+  if (a.constrainLayout !== undefined) p.constrainLayout = a.constrainLayout;
+  if (a.sourceTargetPairs !== undefined) {
+    p.sourceTargetPairs = a.sourceTargetPairs.map(([x, y], k) =>
+      create(SourceTargetSchema, {
+        source: i64(x, at(`source_target_pairs[${k}]`)),
+        target: i64(y, at(`source_target_pairs[${k}]`)),
+      }),
+    );
+  }
   if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
   if (a.sharding !== undefined) {
     const s = parseSharding(a.sharding);
@@ -523,6 +612,13 @@ function metadataToProto(m: Metadata, what: string): OpMetadata | undefined {
 }
 
 /** XLA's default layout of a rank-`rank` array: minor_to_major {rank-1, ..., 0}. */
+/** `s` with XLA's default (descending) layout on every array that has none. */
+function withDefaultLayouts(s: Shape): Shape {
+  if (s.kind === "tuple") return { ...s, elements: s.elements.map(withDefaultLayouts) };
+  if (s.layout !== undefined) return s;
+  return { ...s, layout: s.dims.map((_, k) => s.dims.length - 1 - k) };
+}
+
 function defaultMinorToMajor(rank: number): bigint[] {
   return Array.from({ length: rank }, (_, k) => BigInt(rank - 1 - k));
 }
@@ -593,6 +689,15 @@ function literalToProto(lit: Literal): LiteralProto {
     case "f64":
       refuseNonCanonicalNaN(lit);
       p.f64s = Array.from(data as Float64Array);
+      break;
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+      p[`${lit.type}s`] = dataToBytes(lit.type, data);
       break;
     case "token":
       throw new ProtoError("a token has no literal");
@@ -825,6 +930,7 @@ function readScalar(
 
 /** A module from an HloModuleProto message; see moduleFromProto. */
 export function moduleFromMessage(msg: HloModuleProto): Module {
+  checkUnknownFields(msg, `module '${msg.name}'`);
   try {
     return new Reader(msg).read();
   } catch (e) {
@@ -832,6 +938,96 @@ export function moduleFromMessage(msg: HloModuleProto): Module {
     // A check above missed a case: still report it as bad input, with what went wrong.
     throw new ProtoError(`module '${msg.name}': ${errText(e)}`);
   }
+}
+
+/**
+ * Fields of XLA's schema Kiln's does not have, which the reader skips: the ones that do not
+ * change what a program computes and that the text parser skips too (a module's schedule,
+ * buffer aliasing and donors, frontend attributes and recovery table; an instruction's
+ * statistics, parameter replication, original value and result accuracy; a computation's
+ * execution thread; OpMetadata fields Metadata does not keep), by message and field number.
+ * Any other field Kiln does not know is a ProtoError naming it, never dropped silently; so is
+ * one of these listed only when empty (`emptyOnly`), or a layout's tail padding other than 1.
+ */
+const SKIPPED_FIELDS: ReadonlyMap<string, ReadonlyMap<number, string>> = new Map([
+  [
+    "xla.HloModuleProto",
+    new Map([
+      [7, "schedule"],
+      [8, "input_output_alias"],
+      [18, "buffer_donor"],
+      [19, "frontend_attributes"],
+      [20, "original_value_recovery_table"],
+    ]),
+  ],
+  [
+    "xla.HloInstructionProto",
+    new Map([
+      [61, "parameter_replication"],
+      [82, "statistics_viz"],
+      [88, "original_value"],
+      [91, "result_accuracy"],
+    ]),
+  ],
+  ["xla.HloComputationProto", new Map([[8, "execution_thread"]])],
+  [
+    "xla.OpMetadata",
+    new Map([
+      [5, "profile_type"],
+      [12, "deduplicated_name"],
+      [13, "preserve_layout"],
+      [15, "stack_frame_id"],
+      [16, "scheduling_name"],
+      [17, "source_end_line"],
+      [19, "source_end_column"],
+    ]),
+  ],
+]);
+
+/** Known to XLA, unknown to Kiln, and fine only when empty or at XLA's default. */
+const EMPTY_ONLY: ReadonlyMap<string, ReadonlyMap<number, string>> = new Map([
+  ["xla.HloInstructionProto", new Map([[98, "sparsity_config"]])],
+  ["xla.LayoutProto", new Map([[16, "tail_padding_alignment_in_elements"]])],
+]);
+
+function checkUnknownFields(root: object, where: string): void {
+  const visit = (m: unknown, path: string): void => {
+    if (m === null || typeof m !== "object" || m instanceof Uint8Array) return;
+    if (Array.isArray(m)) {
+      m.forEach((x, k) => visit(x, `${path}[${k}]`));
+      return;
+    }
+    const msg = m as {
+      $typeName?: string;
+      $unknown?: { no: number; wireType: WireType; data: Uint8Array }[];
+    };
+    for (const u of msg.$unknown ?? []) {
+      const type = msg.$typeName ?? "?";
+      if (SKIPPED_FIELDS.get(type)?.has(u.no)) continue;
+      const name = EMPTY_ONLY.get(type)?.get(u.no);
+      if (name !== undefined && isDefaultPayload(u.wireType, u.data, name)) continue;
+      const what = name ?? `field ${u.no}`;
+      throw new ProtoError(
+        `${where}: ${path}: ${type} ${what} is not read by Kiln (it would be dropped); ` +
+          "refusing the module",
+      );
+    }
+    for (const [k, v] of Object.entries(m)) {
+      if (!k.startsWith("$")) visit(v, path ? `${path}.${k}` : k);
+    }
+  };
+  visit(root, "");
+}
+
+/** An unknown field's payload that means nothing: empty, or a tail padding of 1. */
+function isDefaultPayload(wt: WireType, data: Uint8Array, name: string): boolean {
+  const r = new BinaryReader(data);
+  if (wt === WireType.LengthDelimited) return r.bytes().length === 0;
+  if (wt === WireType.Varint) {
+    const v = r.int64();
+    return name === "tail_padding_alignment_in_elements" ? v === 1n : v === 0n;
+  }
+  return false;
 }
 
 function tooDeep(what: string): string {
@@ -993,6 +1189,18 @@ class Reader {
     }
     const called = this.readCalled(ip, opcode, where);
     const attrs = readAttributes(ip, opcode, rule, shape, where);
+    if (ip.controlPredecessorIds.length > 0) {
+      attrs.controlPredecessors = ip.controlPredecessorIds.map((id, k) => {
+        const x = local.get(id);
+        if (x === undefined) {
+          throw new ProtoError(
+            `${where}: control_predecessor_ids[${k}] (id ${id}) is not an earlier instruction ` +
+              "of the computation",
+          );
+        }
+        return x.name;
+      });
+    }
     const metadata = ip.metadata ? metadataFromProto(ip.metadata) : undefined;
     return comp.addInstruction({
       opcode,
@@ -1025,6 +1233,11 @@ class Reader {
       case "calls":
         if (n !== 1) {
           throw new ProtoError(`${where}: ${opcode} calls exactly one computation, got ${n}`);
+        }
+        return called;
+      case "async":
+        if (n > 1) {
+          throw new ProtoError(`${where}: ${opcode} calls at most one computation, got ${n}`);
         }
         return called;
       case "while":
@@ -1296,6 +1509,61 @@ function readAttributes(
   if (uses("customCallTarget") || p.customCallTarget !== "") {
     a.customCallTarget = p.customCallTarget;
   }
+  if (p.channelId !== 0n) a.channelId = num(p.channelId, at("channel_id"), 1);
+  const groups = replicaGroupsFromProto(p, at("replica_groups"));
+  if (uses("replicaGroups") || groups.length > 0) a.replicaGroups = groups;
+  if (p.useGlobalDeviceIds) a.useGlobalDeviceIds = true;
+  if (opcode === "custom-call") {
+    // On a custom-call, constrain_layout says operand_shapes_with_layout holds the layouts.
+    if (p.constrainLayout) {
+      a.operandLayoutConstraints = p.operandShapesWithLayout.map((s, k) =>
+        shapeFromProto(s, at(`operand_shapes_with_layout[${k}]`)),
+      );
+    } else if (p.operandShapesWithLayout.length > 0) {
+      throw new ProtoError(`${where}: operand_shapes_with_layout without constrain_layout`);
+    }
+  } else if (p.constrainLayout) {
+    a.constrainLayout = true;
+  }
+  if (p.customCallHasSideEffect) a.customCallHasSideEffect = true;
+  const api = p.customCallApiVersion as number;
+  if (api !== 0 && api !== CUSTOM_CALL_API_VERSIONS.API_VERSION_ORIGINAL) {
+    const name = (Object.keys(CUSTOM_CALL_API_VERSIONS) as CustomCallApiVersion[]).find(
+      (k) => CUSTOM_CALL_API_VERSIONS[k] === api,
+    );
+    if (name === undefined) {
+      throw new ProtoError(`${where}: unknown custom_call_api_version ${api}`);
+    }
+    a.apiVersion = name;
+  }
+  if (p.outputOperandAliasing.length > 0) {
+    a.outputToOperandAliasing = p.outputOperandAliasing.map((x, k) => ({
+      output: nums(x.outputShapeIndex, at(`output_operand_aliasing[${k}].output_shape_index`)),
+      operand: num(x.operandIndex, at(`output_operand_aliasing[${k}].operand_index`), 0),
+      operandIndex: nums(x.operandShapeIndex, at(`output_operand_aliasing[${k}]`)),
+    }));
+  }
+  if (p.precisionConfig) {
+    const alg = p.precisionConfig.algorithm as number;
+    if (alg !== 0) {
+      const name = (Object.keys(DOT_ALGORITHMS) as DotAlgorithm[]).find(
+        (k) => DOT_ALGORITHMS[k] === alg,
+      );
+      if (name === undefined) throw new ProtoError(`${where}: unknown precision algorithm ${alg}`);
+      a.dotAlgorithm = name;
+    }
+  }
+  if (p.isComposite) a.isComposite = true;
+  // XLA writes "main" (the default thread) on every async op: that is none.
+  if (p.asyncExecutionThread !== "" && p.asyncExecutionThread !== "main") {
+    a.asyncExecutionThread = p.asyncExecutionThread;
+  }
+  if (uses("sourceTargetPairs") || p.sourceTargetPairs.length > 0) {
+    a.sourceTargetPairs = p.sourceTargetPairs.map((st, k): [number, number] => [
+      num(st.source, at(`source_target_pairs[${k}].source`), 0),
+      num(st.target, at(`source_target_pairs[${k}].target`), 0),
+    ]);
+  }
   if (p.backendConfig.length > 0) {
     try {
       a.backendConfig = utf8.decode(p.backendConfig);
@@ -1312,7 +1580,44 @@ function readAttributes(
   return a;
 }
 
+/**
+ * The replica groups of a collective, from whichever form XLA wrote: the deprecated
+ * replica_groups, collective_device_list, or the iota form (expanded to its groups).
+ */
+function replicaGroupsFromProto(p: HloInstructionProto, what: string): number[][] {
+  const list = (gs: readonly { replicaIds: bigint[] }[]) =>
+    gs.map((g, k) => nums(g.replicaIds, `${what}[${k}]`));
+  const oneof = p.replicaGroupList;
+  if (oneof.case === "collectiveDeviceList") {
+    if (p.replicaGroups.length > 0) {
+      throw new ProtoError(`${what}: both replica_groups and collective_device_list are set`);
+    }
+    return list(oneof.value.replicaGroups);
+  }
+  if (oneof.case === "iotaCollectiveDeviceList") {
+    const v = oneof.value;
+    const dims = nums(v.iotaReshapeDims, `${what} (iota reshape dims)`);
+    const perm = v.iotaTransposePerm.length > 0 ? [...v.iotaTransposePerm] : dims.map((_, i) => i);
+    const groups = num(v.numReplicaGroups, `${what} (iota group count)`, 0);
+    const size = num(v.numDevicesPerGroup, `${what} (iota group size)`, 0);
+    try {
+      return iotaReplicaGroups(groups, size, dims, perm);
+    } catch (e) {
+      throw new ProtoError(`${what}: ${errText(e)}`);
+    }
+  }
+  return list(p.replicaGroups);
+}
+
 function shardingToProto(s: Sharding): OpSharding {
+  const p = shardingToProtoBare(s);
+  if (s.kind !== "tuple" && s.metadata !== undefined) {
+    p.metadata = s.metadata.map((m) => metadataToProto(m, "sharding") ?? create(OpMetadataSchema));
+  }
+  return p;
+}
+
+function shardingToProtoBare(s: Sharding): OpSharding {
   switch (s.kind) {
     case "replicated":
     case "manual":
@@ -1346,6 +1651,12 @@ function shardingToProto(s: Sharding): OpSharding {
 }
 
 function shardingFromProto(p: OpSharding, what: string, depth = 0): Sharding {
+  const s = shardingFromProtoBare(p, what, depth);
+  if (s.kind === "tuple" || p.metadata.length === 0) return s;
+  return { ...s, metadata: p.metadata.map((m) => metadataFromProto(m) ?? {}) };
+}
+
+function shardingFromProtoBare(p: OpSharding, what: string, depth = 0): Sharding {
   if (depth > MAX_TUPLE_DEPTH) throw new ProtoError(`${what}: nested too deeply`);
   const ints = (v: readonly bigint[], f: string) => v.map((x, k) => num(x, `${what} ${f}[${k}]`));
   switch (p.type) {
@@ -1489,6 +1800,19 @@ function literalFromProto(p: LiteralProto, what: string): Literal {
       const fromBits = type === "f16" ? f16BitsToNumber : bf16BitsToNumber;
       const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       physical = Float32Array.from({ length: n }, (_, k) => fromBits(view.getUint16(2 * k, true)));
+      break;
+    }
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+    {
+      const field = `${type}s` as const;
+      got(p[field].length, field);
+      physical = dataFromBytes(type, p[field]);
       break;
     }
     default: {

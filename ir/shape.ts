@@ -3,6 +3,8 @@
 // in `dims` and sets `dynamic[i]`, exactly as XLA's ShapeProto does (`dimensions` plus
 // `is_dynamic_dimension`), so `f32[<=512,768]` is { dims: [512, 768], dynamic: [true, false] }.
 
+import { isSmallFloatType } from "./small_floats.ts";
+
 export const ELEMENT_TYPES = [
   "pred",
   "s4",
@@ -19,6 +21,13 @@ export const ELEMENT_TYPES = [
   "bf16",
   "f32",
   "f64",
+  "f8e5m2",
+  "f8e4m3",
+  "f8e3m4",
+  "f8e4m3fn",
+  "f8e4m3fnuz",
+  "f8e5m2fnuz",
+  "f8e4m3b11fnuz",
   "token",
 ] as const;
 export type ElementType = (typeof ELEMENT_TYPES)[number];
@@ -37,7 +46,7 @@ export function isElementType(s: string): s is ElementType {
 }
 
 export function isFloatType(t: ElementType): boolean {
-  return t === "f32" || t === "f16" || t === "bf16" || t === "f64";
+  return t === "f32" || t === "f16" || t === "bf16" || t === "f64" || isSmallFloatType(t);
 }
 
 const SIGNED_INTEGERS: readonly ElementType[] = ["s4", "s8", "s16", "s32", "s64"];
@@ -87,6 +96,14 @@ export function elementByteSize(t: ElementType): number {
       return 8;
     case "token":
       return 0;
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
+      return 1;
     default: {
       const never: never = t;
       throw new Error(`unknown element type ${String(never)}`);

@@ -29,6 +29,7 @@ import {
   isUnsignedIntegerType,
   scalarShape,
   type Shape,
+  type TupleShape,
   shapesEqual,
   shapeToString,
   tupleShape,
@@ -66,6 +67,9 @@ export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
   "convert",
   "bitcast-convert",
   "custom-call",
+  "all-gather",
+  "all-gather-start",
+  "reduce-scatter",
 ]);
 
 /** True when `inferShape(opcode, ...)` needs the declared shape. */
@@ -151,6 +155,9 @@ export function inferShape(
       if (called.length !== 1) {
         c.fail(`needs exactly one called computation (${role}), got ${called.length}`);
       }
+      break;
+    case "async":
+      if (called.length > 1) c.fail(`calls at most one computation, got ${called.length}`);
       break;
     case "while":
       if (called.length !== 2) {
@@ -447,6 +454,10 @@ const constantRule: ShapeRule = (c) => {
 const iotaRule: ShapeRule = (c) => {
   const d = c.declaredArray();
   if (d.dims.length === 0) c.fail(`iota needs a result of rank >= 1, got ${str(d)}`);
+  // As XLA's verifier: an iota counts in an integer or float type, not pred (or token).
+  if (d.type === "pred" || d.type === "token") {
+    c.fail(`iota needs an integer or floating-point result, got ${str(d)}`);
+  }
   const dim = c.need(c.attrs.iotaDimension, "iotaDimension");
   c.index(dim, d.dims.length, `iotaDimension of ${str(d)}`);
   return d;
@@ -455,8 +466,46 @@ const iotaRule: ShapeRule = (c) => {
 const customCallRule: ShapeRule = (c) => {
   const target = c.need(c.attrs.customCallTarget, "customCallTarget");
   if (target.length === 0) c.fail(`customCallTarget must not be empty`);
+  const constraints = c.attrs.operandLayoutConstraints;
+  if (constraints !== undefined) {
+    if (constraints.length !== c.operands.length) {
+      c.fail(
+        `operand_layout_constraints has ${constraints.length} shapes for ` +
+          `${c.operands.length} operands`,
+      );
+    }
+    constraints.forEach((s, i) => {
+      if (!shapesEqual(plainShape(s), plainShape(c.operands[i]!))) {
+        c.fail(`operand layout constraint ${i} ${str(s)} does not fit operand ${i}`);
+      }
+    });
+  }
+  checkAliasing(c, c.declared!);
   return c.declared!;
 };
+
+/** output_to_operand_aliasing: indices that exist, on both sides, with equal shapes. */
+function checkAliasing(c: RuleContext, result: Shape): void {
+  const at = (s: Shape | undefined, index: readonly number[]): Shape | undefined => {
+    for (const k of index) s = s?.kind === "tuple" ? s.elements[k] : undefined;
+    return s;
+  };
+  for (const a of c.attrs.outputToOperandAliasing ?? []) {
+    const out = at(result, a.output);
+    const op = at(c.operands[a.operand], a.operandIndex);
+    if (out === undefined || op === undefined || !shapesEqual(plainShape(out), plainShape(op))) {
+      c.fail(
+        `output_to_operand_aliasing {${a.output}}: (${a.operand}, {${a.operandIndex}}) must ` +
+          "name an output and an operand part of the same shape",
+      );
+    }
+  }
+}
+
+/** A shape without layouts (what aliasing and layout constraints compare). */
+function plainShape(s: Shape): Shape {
+  return s.kind === "tuple" ? tupleShape(s.elements.map(plainShape)) : plain(s);
+}
 
 // ---- Shape and data movement -----------------------------------------------------------------
 
@@ -1234,6 +1283,7 @@ const callLike =
       if (!["kLoop", "kInput", "kOutput", "kCustom"].includes(kind)) {
         c.fail(`unknown fusionKind ${String(kind)}`);
       }
+      checkAliasing(c, sig.result);
     }
     return sig.result;
   };
@@ -1317,6 +1367,271 @@ const setDimensionSizeRule: ShapeRule = (c) => {
   );
 };
 
+// ---- Collectives ----------------------------------------------------------------------------
+
+/**
+ * Checks replica_groups (ids non-negative, none in two groups, no empty group) and returns the
+ * size every group has, or undefined when the groups are absent or empty (one group of every
+ * device: its size is the device count, which the module does not carry).
+ */
+function groupSize(c: RuleContext, uniform: boolean): number | undefined {
+  const groups = c.attrs.replicaGroups ?? [];
+  const seen = new Set<number>();
+  for (const g of groups) {
+    if (g.length === 0) c.fail(`replica_groups must not hold an empty group`);
+    for (const id of g) {
+      if (!Number.isInteger(id) || id < 0) c.fail(`replica_groups: bad device id ${id}`);
+      if (seen.has(id)) c.fail(`replica_groups: device ${id} is in more than one group`);
+      seen.add(id);
+    }
+  }
+  if (groups.length === 0) return undefined;
+  const size = groups[0]!.length;
+  if (uniform && groups.some((g) => g.length !== size)) {
+    c.fail(`replica_groups must all have the same size, got ${printGroupsText(groups)}`);
+  }
+  return size;
+}
+
+const printGroupsText = (gs: readonly (readonly number[])[]): string =>
+  `{${gs.map((g) => `{${g.join(",")}}`).join(",")}}`;
+
+const oneOrTuple = (shapes: readonly Shape[]): Shape =>
+  shapes.length === 1 ? shapes[0]! : tupleShape(shapes);
+
+/** The array operands of a collective (at least one). */
+function collectiveOperands(c: RuleContext): ArrayShape[] {
+  if (c.operands.length === 0) c.fail(`needs at least one operand`);
+  return c.operands.map((_, i) => c.array(i));
+}
+
+/**
+ * The reducer of all-reduce / reduce-scatter: (R[], R[]) -> R[]. R is the operands' type T or,
+ * for float operands, another float type (XLA's verifier allows the mixed precision: values
+ * are combined in R and the result converted back to T).
+ */
+function checkCollectiveReducer(c: RuleContext, ops: readonly ArrayShape[]): void {
+  const sig = c.callee(0, "to_apply");
+  const t = ops[0]!.type;
+  const r = sig.result.kind === "array" ? sig.result.type : t;
+  const s = scalarShape(r);
+  const mixedOk = r === t || (isFloatType(r) && isFloatType(t));
+  if (
+    !mixedOk ||
+    sig.params.length !== 2 ||
+    !sig.params.every((p) => shapesEqual(p, s)) ||
+    !shapesEqual(sig.result, s)
+  ) {
+    c.fail(`reducer ${signatureToString(sig)} must be (${t}[], ${t}[]) -> ${t}[]`);
+  }
+  for (const o of ops) {
+    if (o.type !== t) {
+      c.fail(`all operands must have one element type ${t}, got ${str(o)}`);
+    }
+  }
+}
+
+const allReduceRule: ShapeRule = (c) => {
+  const ops = collectiveOperands(c);
+  groupSize(c, false);
+  checkCollectiveReducer(c, ops);
+  return oneOrTuple(ops);
+};
+
+/**
+ * all-gather (grow = true) and reduce-scatter: each result is its operand with dimension
+ * `dimensions[0]` multiplied (all-gather) or divided (reduce-scatter) by the group size. With
+ * no groups the size is the device count, which the module does not carry: the declared result
+ * is then checked for a whole multiple / divisor.
+ */
+function gatherScatterResults(c: RuleContext, grow: boolean, declared: Shape): ArrayShape[] {
+  const ops = collectiveOperands(c);
+  const size = groupSize(c, true);
+  // With a channel_id but not use_global_device_ids the groups list replicas, and every
+  // partition of each joins in: the factor is the group size times the partition count, which
+  // the module does not carry (XLA's CollectiveOpGroupMode kCrossReplicaAndPartition).
+  const exact = (c.attrs.channelId ?? 0) <= 0 || c.attrs.useGlobalDeviceIds === true;
+  const k = exact ? size : undefined;
+  const rank = ops[0]!.dims.length;
+  const d = c.oneDim(rank);
+  const want = declared.kind === "tuple" ? declared.elements : [declared];
+  if (want.length !== ops.length) {
+    c.fail(`the result must hold ${ops.length} arrays (one per operand), got ${str(declared)}`);
+  }
+  return ops.map((x, i) => {
+    const r = want[i]!;
+    if (r.kind !== "array" || r.type !== x.type || r.dims.length !== x.dims.length) {
+      c.fail(`result ${i} must be ${x.type} of rank ${x.dims.length}, got ${str(r)}`);
+    }
+    if (x.dims.length !== rank) c.fail(`all operands must have rank ${rank}, got ${str(x)}`);
+    const ok = x.dims.every((n, j) => {
+      if (j !== d) return n === r.dims[j];
+      const [big, small] = grow ? [r.dims[j]!, n] : [n, r.dims[j]!];
+      if (k !== undefined) return big === small * k;
+      const unit = small * (size ?? 1);
+      return unit > 0 ? big % unit === 0 : big === 0;
+    });
+    if (!ok || x.dynamic.some((f) => f) || r.dynamic.some((f) => f)) {
+      const how = grow ? "multiplied" : "divided";
+      const by = k !== undefined
+        ? `the group size ${k}`
+        : size !== undefined
+          ? `a multiple of the group size ${size} (times the partition count)`
+          : "the device count";
+      c.fail(
+        `result ${i} ${str(r)} must be operand ${str(x)} with dimension ${d} ${how} by ${by} ` +
+          "(static dims)",
+      );
+    }
+    return plain(r);
+  });
+}
+
+const allGatherRule: ShapeRule = (c: RuleContext) => {
+  const d = c.declared ?? c.fail(`the declared shape is required`);
+  return oneOrTuple(gatherScatterResults(c, true, d));
+};
+
+/** all-gather-start: (operand, result); with several operands ((operands...), (results...)). */
+const allGatherStartRule: ShapeRule = (c: RuleContext) => {
+  const d = c.declared ?? c.fail(`the declared shape is required`);
+  if (d.kind !== "tuple" || d.elements.length !== 2) {
+    c.fail(`the result must be the tuple (operand(s), result(s)), got ${str(d)}`);
+  }
+  const results = gatherScatterResults(c, true, d.elements[1]!);
+  return tupleShape([oneOrTuple(c.operands), oneOrTuple(results)]);
+};
+
+const reduceScatterRule: ShapeRule = (c: RuleContext) => {
+  const d = c.declared ?? c.fail(`the declared shape is required`);
+  const results = gatherScatterResults(c, false, d);
+  checkCollectiveReducer(c, collectiveOperands(c));
+  return oneOrTuple(results);
+};
+
+/**
+ * all-to-all: with `dimensions={d}` one array, its dimension d split into group-size chunks
+ * (so d must divide); without, N arrays exchanged between the N devices of each group.
+ */
+const allToAllRule: ShapeRule = (c) => {
+  const ops = collectiveOperands(c);
+  const k = groupSize(c, true);
+  if (c.attrs.dimensions !== undefined) {
+    if (ops.length !== 1) c.fail(`with dimensions= it takes one operand, got ${ops.length}`);
+    const x = ops[0]!;
+    const d = c.oneDim(x.dims.length);
+    if (k !== undefined && x.dims[d]! % k !== 0) {
+      c.fail(`dimension ${d} of ${str(x)} must split into ${k} equal chunks (the group size)`);
+    }
+    return x;
+  }
+  if (k !== undefined && ops.length !== k) {
+    c.fail(`the tuple form needs one operand per device of a group (${k}), got ${ops.length}`);
+  }
+  return oneOrTuple(ops);
+};
+
+function checkPairs(c: RuleContext): void {
+  const pairs = c.need(c.attrs.sourceTargetPairs, "sourceTargetPairs");
+  const sources = new Set<number>();
+  const targets = new Set<number>();
+  for (const [x, y] of pairs) {
+    if (!Number.isInteger(x) || x < 0 || !Number.isInteger(y) || y < 0) {
+      c.fail(`source_target_pairs: bad pair {${x},${y}}`);
+    }
+    if (sources.has(x)) c.fail(`source_target_pairs: device ${x} is a source twice`);
+    if (targets.has(y)) c.fail(`source_target_pairs: device ${y} is a target twice`);
+    sources.add(x);
+    targets.add(y);
+  }
+}
+
+const collectivePermuteRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  checkPairs(c);
+  return x;
+};
+
+/** collective-permute-start: (operand, result), optionally followed by u32[]/s32[] contexts. */
+const collectivePermuteStartRule: ShapeRule = (c: RuleContext) => {
+  const x = c.array(0);
+  checkPairs(c);
+  const d = c.declared;
+  if (d === undefined) return tupleShape([x, x]);
+  if (d.kind !== "tuple" || d.elements.length < 2) {
+    c.fail(`the result must be the tuple (operand, result, contexts...), got ${str(d)}`);
+  }
+  const extra = d.elements.slice(2);
+  for (const e of extra) {
+    if (e.kind !== "array" || e.dims.length !== 0 || (e.type !== "u32" && e.type !== "s32")) {
+      c.fail(`the contexts after (operand, result) must be u32[] or s32[], got ${str(e)}`);
+    }
+  }
+  return tupleShape([x, x, ...extra.map((e) => plain(e as ArrayShape))]);
+};
+
+/** all-gather-done and collective-permute-done: element 1 (the result) of a -start tuple. */
+const collectiveDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be the tuple of a -start (operand, result, ...), got ${str(t)}`);
+  }
+  return t.elements[1]!;
+};
+
+// ---- Asynchronous calls ------------------------------------------------------------------------
+
+/**
+ * async-start: declared `((operands...), result, contexts...)`: element 0 the operands' shapes,
+ * element 1 the callee's result, which takes the operands as its parameters; any further
+ * elements (XLA's contexts, typically u32[] / s32[]) are kept as declared.
+ */
+const asyncStartRule: ShapeRule = (c: RuleContext) => {
+  const sig = c.callee(0, "calls");
+  const where = `async computation ${signatureToString(sig)}`;
+  if (sig.params.length !== c.operands.length) {
+    c.fail(`${where} takes ${sig.params.length} parameters but got ${c.operands.length} operands`);
+  }
+  sig.params.forEach((p, i) => {
+    if (!shapesEqual(p, c.operands[i]!)) c.fail(`${where}: operand ${i} must have shape ${str(p)}`);
+  });
+  const d = c.declared;
+  const head = [tupleShape(c.operands), sig.result];
+  if (d === undefined) return tupleShape(head);
+  if (d.kind !== "tuple" || d.elements.length < 2) {
+    c.fail(`the result must be ((operands...), result, contexts...), got ${str(d)}`);
+  }
+  return tupleShape([...head, ...d.elements.slice(2)]);
+};
+
+/** async-update: the -start tuple, unchanged; with `calls=`, the start's computation. */
+const asyncUpdateRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be an async-start's ((operands...), result, ...), got ${str(t)}`);
+  }
+  checkAsyncCallee(c, t);
+  return t;
+};
+
+/** async-done: element 1 (the result) of the -start tuple. */
+const asyncDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be an async-start's ((operands...), result, ...), got ${str(t)}`);
+  }
+  checkAsyncCallee(c, t);
+  return t.elements[1]!;
+};
+
+function checkAsyncCallee(c: RuleContext, t: TupleShape): void {
+  if (c.called.length === 0) return;
+  const sig = c.callee(0, "calls");
+  if (!shapesEqual(sig.result, t.elements[1]!)) {
+    c.fail(`the async computation returns ${str(sig.result)}, not the start's result`);
+  }
+}
+
 // ---- The table -------------------------------------------------------------------------------
 
 const SHAPE_RULES = {
@@ -1326,6 +1641,20 @@ const SHAPE_RULES = {
   "replica-id": () => scalarShape("u32"),
   "partition-id": () => scalarShape("u32"),
   "after-all": afterAllRule,
+  "async-start": asyncStartRule,
+  "async-update": asyncUpdateRule,
+  "async-done": asyncDoneRule,
+  "all-reduce": allReduceRule,
+  "all-reduce-start": allReduceRule,
+  "all-reduce-done": (c) => c.operands[0]!,
+  "all-gather": allGatherRule,
+  "all-gather-start": allGatherStartRule,
+  "all-gather-done": collectiveDoneRule,
+  "reduce-scatter": reduceScatterRule,
+  "all-to-all": allToAllRule,
+  "collective-permute": collectivePermuteRule,
+  "collective-permute-start": collectivePermuteStartRule,
+  "collective-permute-done": collectiveDoneRule,
   abs: unary("signed"),
   negate: unary("numeric"),
   sign: unary("signed"),

@@ -3,8 +3,11 @@
 // structure (and so written to the proto) are XLA's classic ones: replicated, manual, unknown,
 // maximal device=N, tiled device lists (`devices=[2,2]0,1,2,3`) and iota tile assignments
 // (`devices=[2,2]<=[2,2]T(1,0)`), with last_tile_dim_replicate or last_tile_dims={...}, and
-// tuples of them. Any other form (named meshes, shard groups, sharding metadata) is kept as its
-// text and printed back; writing it to a proto is a ProtoError naming it, never a silent drop.
+// tuples of them, each with the OpMetadata XLA attaches (`metadata={op_name="a"}`). Any other
+// form (named meshes, shard groups) is kept as its text and printed back; writing it to a proto
+// is a ProtoError naming it, never a silent drop.
+
+import type { Metadata } from "./attributes.ts";
 
 /** OpSharding.Type values. */
 export const SHARDING_TYPE = {
@@ -16,11 +19,16 @@ export const SHARDING_TYPE = {
   unknown: 5,
 } as const;
 
+/** The OpMetadata of a sharding (where it came from): XLA's OpSharding.metadata. */
+interface WithMetadata {
+  readonly metadata?: readonly Metadata[];
+}
+
 export type Sharding =
-  | { readonly kind: "replicated" | "manual" | "unknown" }
-  | { readonly kind: "maximal"; readonly device: number }
+  | ({ readonly kind: "replicated" | "manual" | "unknown" } & WithMetadata)
+  | ({ readonly kind: "maximal"; readonly device: number } & WithMetadata)
   | { readonly kind: "tuple"; readonly elements: readonly Sharding[] }
-  | {
+  | ({
       readonly kind: "tiled";
       /** tile_assignment_dimensions. */
       readonly dims: readonly number[];
@@ -31,7 +39,7 @@ export type Sharding =
       readonly lastTileDimReplicate?: boolean;
       /** last_tile_dims, as OpSharding.Type names (manual, replicated, ...). */
       readonly lastTileDims?: readonly LastTileType[];
-    };
+    } & WithMetadata);
 
 export type LastTileType = "replicated" | "manual" | "unknown" | "maximal" | "other";
 
@@ -61,9 +69,9 @@ export function shardingToString(s: Sharding): string {
     case "replicated":
     case "manual":
     case "unknown":
-      return `{${s.kind}}`;
+      return `{${s.kind}${metadataText(s.metadata)}}`;
     case "maximal":
-      return `{maximal device=${s.device}}`;
+      return `{maximal device=${s.device}${metadataText(s.metadata)}}`;
     case "tuple":
       return `{${s.elements.map(shardingToString).join(", ")}}`;
     case "tiled": {
@@ -78,13 +86,29 @@ export function shardingToString(s: Sharding): string {
       if (s.lastTileDims && s.lastTileDims.length > 0) {
         t += ` last_tile_dims={${s.lastTileDims.join(", ")}}`;
       }
-      return `${t}}`;
+      return `${t}${metadataText(s.metadata)}}`;
     }
     default: {
       const never: never = s;
       throw new Error(`unknown sharding ${String(never)}`);
     }
   }
+}
+
+/** ` metadata={op_name="a"}`, or ` metadata={{...}, {...}}` for several (XLA's text). */
+function metadataText(ms: readonly Metadata[] | undefined): string {
+  if (ms === undefined || ms.length === 0) return "";
+  const one = (m: Metadata) => {
+    const q = (v: string) => `"${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+    const parts: string[] = [];
+    if (m.opType !== undefined) parts.push(`op_type=${q(m.opType)}`);
+    if (m.opName !== undefined) parts.push(`op_name=${q(m.opName)}`);
+    if (m.sourceFile !== undefined) parts.push(`source_file=${q(m.sourceFile)}`);
+    if (m.sourceLine !== undefined) parts.push(`source_line=${m.sourceLine}`);
+    if (m.sourceColumn !== undefined) parts.push(`source_column=${m.sourceColumn}`);
+    return `{${parts.join(" ")}}`;
+  };
+  return ms.length === 1 ? ` metadata=${one(ms[0]!)}` : ` metadata={${ms.map(one).join(", ")}}`;
 }
 
 /** The OpSharding.Type number of a last-tile type name. */
@@ -159,15 +183,17 @@ class Reader {
     }
     for (const k of ["replicated", "manual", "unknown"] as const) {
       if (this.eat(k)) {
+        const metadata = this.metadata();
         this.expect("}");
-        return { kind: k };
+        return metadata ? { kind: k, metadata } : { kind: k };
       }
     }
     if (this.eat("maximal")) {
       this.expect("device=");
       const device = this.int();
+      const metadata = this.metadata();
       this.expect("}");
-      return { kind: "maximal", device };
+      return metadata ? { kind: "maximal", device, metadata } : { kind: "maximal", device };
     }
     this.expect("devices=");
     const dims = this.ints("[", "]");
@@ -179,6 +205,7 @@ class Reader {
       iotaTranspose?: number[];
       lastTileDimReplicate?: boolean;
       lastTileDims?: LastTileType[];
+      metadata?: Metadata[];
     } = { kind: "tiled", dims };
     if (this.eat("<=")) {
       const reshape = this.ints("[", "]");
@@ -205,7 +232,75 @@ class Reader {
       }
       s.lastTileDims = types;
     }
+    const metadata = this.metadata();
+    if (metadata) s.metadata = metadata;
     this.expect("}");
     return s;
+  }
+
+  /** ` metadata={op_name="a" ...}` or ` metadata={{...}, {...}}`, if there. */
+  metadata(): Metadata[] | undefined {
+    if (!this.eat("metadata=")) return undefined;
+    this.expect("{");
+    this.ws();
+    if (this.text[this.pos] !== "{") return [this.metadataBody()];
+    const out: Metadata[] = [];
+    for (;;) {
+      this.expect("{");
+      out.push(this.metadataBody());
+      if (this.eat(",")) continue;
+      this.expect("}");
+      return out;
+    }
+  }
+
+  /** The fields of one OpMetadata through its `}`; an unknown field is an error. */
+  private metadataBody(): Metadata {
+    const m: Metadata = {};
+    for (;;) {
+      this.ws();
+      if (this.eat("}")) return m;
+      const key = /^[a-z_]+/.exec(this.text.slice(this.pos))?.[0];
+      if (key === undefined) throw new Error(`expected a metadata field at ${this.pos}`);
+      this.pos += key.length;
+      this.expect("=");
+      switch (key) {
+        case "op_type":
+          m.opType = this.string();
+          break;
+        case "op_name":
+          m.opName = this.string();
+          break;
+        case "source_file":
+          m.sourceFile = this.string();
+          break;
+        case "source_line":
+          m.sourceLine = this.int();
+          break;
+        case "source_column":
+          m.sourceColumn = this.int();
+          break;
+        default:
+          throw new Error(`sharding metadata field '${key}' is not read here`);
+      }
+    }
+  }
+
+  /** A double-quoted string with `\\` and `\"` escapes (others are not read here). */
+  private string(): string {
+    this.expect('"');
+    let out = "";
+    for (;;) {
+      const ch = this.text[this.pos++];
+      if (ch === undefined) throw new Error("unterminated string");
+      if (ch === '"') return out;
+      if (ch === "\\") {
+        const next = this.text[this.pos++];
+        if (next !== '"' && next !== "\\") throw new Error(`escape \\${next} is not read here`);
+        out += next;
+      } else {
+        out += ch;
+      }
+    }
   }
 }

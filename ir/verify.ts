@@ -74,6 +74,7 @@ export function verifyComputation(c: Computation): void {
     checkOperands(c, instr, k, position);
     checkUsers(c, instr, position);
     checkCalled(c, instr);
+    checkControlPredecessors(c, instr, k, position);
     checkShape(c, instr);
   });
 }
@@ -210,6 +211,25 @@ function checkCalled(c: Computation, instr: Instruction): void {
         instr.name,
         `it calls computation '${callee.name}', which is not in module '${module.name}'`,
       );
+    }
+  }
+}
+
+/** control-predecessors name instructions of the computation that come earlier. */
+function checkControlPredecessors(
+  c: Computation,
+  instr: Instruction,
+  k: number,
+  position: ReadonlyMap<Instruction, number>,
+): void {
+  for (const name of instr.attrs.controlPredecessors ?? []) {
+    const x = c.instructions.find((i) => i.name === name);
+    if (x === undefined) {
+      const why = `control predecessor '${name}' is not in '${c.name}'`;
+      throw new VerifyError(c.name, instr.name, why);
+    }
+    if (position.get(x)! >= k) {
+      throw new VerifyError(c.name, instr.name, `control predecessor '${name}' comes after it`);
     }
   }
 }

@@ -744,12 +744,29 @@ const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
   return (c) => [f(c, c.instr.operands[0]!)];
 };
 
+const noAsyncGradient = { none: "an asynchronous call (Kiln has no derivative rule for it)" };
+const noCollectiveGradient = { none: "a collective (Kiln has no derivative rule for collectives)" };
+
 export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   parameter: () => [],
   constant: () => [],
   iota: notFloat,
   "replica-id": notFloat,
   "partition-id": notFloat,
+  "all-reduce": noCollectiveGradient,
+  "all-reduce-start": noCollectiveGradient,
+  "all-reduce-done": noCollectiveGradient,
+  "all-gather": noCollectiveGradient,
+  "all-gather-start": noCollectiveGradient,
+  "all-gather-done": noCollectiveGradient,
+  "reduce-scatter": noCollectiveGradient,
+  "all-to-all": noCollectiveGradient,
+  "collective-permute": noCollectiveGradient,
+  "collective-permute-start": noCollectiveGradient,
+  "collective-permute-done": noCollectiveGradient,
+  "async-start": noAsyncGradient,
+  "async-update": noAsyncGradient,
+  "async-done": noAsyncGradient,
   "after-all": notFloat,
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),

@@ -12,7 +12,7 @@ import { evaluate, evaluateComputation, EVALUATORS, type EvalValue } from "../ir
 import { conformanceProblem } from "../ir/evaluate_support.ts";
 import { Literal, scalarLiteral } from "../ir/literal.ts";
 import { type Computation, type Instruction, Module } from "../ir/module.ts";
-import { OPCODE_INFO, type Opcode } from "../ir/opcodes.ts";
+import { isCollective, OPCODE_INFO, type Opcode } from "../ir/opcodes.ts";
 import { elementCount, scalarShape } from "../ir/shape.ts";
 import { log } from "../util/log.ts";
 import type { Pass } from "./pass.ts";
@@ -43,8 +43,17 @@ const NEVER_FOLD: ReadonlySet<Opcode> = new Set<Opcode>([
   "while",
 ]);
 
+/**
+ * True for what must run where the program runs: a loop (it might not end), a custom-call (it
+ * might have effects), and what depends on which device runs it (replica-id, partition-id and
+ * the collectives: folding them would compute one device's answer for every device).
+ */
 function unsafeAtCompileTime(i: Instruction): boolean {
-  return i.opcode === "while" || i.opcode === "custom-call";
+  return i.opcode === "while" || i.opcode === "custom-call" || dependsOnDevice(i.opcode);
+}
+
+function dependsOnDevice(op: Opcode): boolean {
+  return op === "replica-id" || op === "partition-id" || isCollective(op);
 }
 
 export class ConstantFolding implements Pass {
@@ -77,6 +86,7 @@ export class ConstantFolding implements Pass {
       if (
         removed.has(instr) ||
         NEVER_FOLD.has(instr.opcode) ||
+        dependsOnDevice(instr.opcode) ||
         instr.called.some((k) => containsWhere(k, unsafeAtCompileTime, unsafeCallees))
       ) {
         continue;

@@ -92,6 +92,18 @@ const opaque: Rule = (ctx, instr, ops) => {
   return same(ctx, instr, ops, fullSizes(instr.shape));
 };
 
+/** An opcode the padder does not rewrite: fine on static shapes, refused on dynamic ones. */
+const unsupported = (what: string): Rule => (ctx, instr, ops) => {
+  if (ops.some((o) => hasTracked(o.sizes)) || hasDynamic(instr.shape)) {
+    throw new DynamicPadderError(
+      `${what} with bounded dynamic operands or result cannot be padded (the padder has no ` +
+        "rule for collectives)",
+      instr,
+    );
+  }
+  return same(ctx, instr, ops, fullSizes(instr.shape));
+};
+
 function hasDynamic(s: Shape): boolean {
   return s.kind === "tuple" ? s.elements.some(hasDynamic) : s.dynamic.some((d) => d);
 }
@@ -669,6 +681,20 @@ export const RULES = {
   iota: leaf,
   "replica-id": leaf,
   "partition-id": leaf,
+  "all-reduce": unsupported("all-reduce"),
+  "all-reduce-start": unsupported("all-reduce-start"),
+  "all-reduce-done": unsupported("all-reduce-done"),
+  "all-gather": unsupported("all-gather"),
+  "all-gather-start": unsupported("all-gather-start"),
+  "all-gather-done": unsupported("all-gather-done"),
+  "reduce-scatter": unsupported("reduce-scatter"),
+  "all-to-all": unsupported("all-to-all"),
+  "collective-permute": unsupported("collective-permute"),
+  "collective-permute-start": unsupported("collective-permute-start"),
+  "collective-permute-done": unsupported("collective-permute-done"),
+  "async-start": unsupported("async-start"),
+  "async-update": unsupported("async-update"),
+  "async-done": unsupported("async-done"),
   "after-all": leaf,
   abs: elementwise,
   negate: elementwise,

@@ -89,6 +89,13 @@ function losslessConvert(from: ElementType, to: ElementType): boolean {
     case "u16":
     case "u32":
     case "u64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
     case "token":
       // Exact when `to` has a wider range: not needed by any rule yet, so conservatively no.
       return false;

@@ -389,6 +389,13 @@ export class JsKernelRenderer {
           case "u16":
           case "u32":
           case "u64":
+          case "f8e5m2":
+          case "f8e4m3":
+          case "f8e3m4":
+          case "f8e4m3fn":
+          case "f8e4m3fnuz":
+          case "f8e5m2fnuz":
+          case "f8e4m3b11fnuz":
           case "token":
     case "token":
             // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.

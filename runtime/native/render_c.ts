@@ -39,6 +39,13 @@ export function cType(t: ElementType): string {
     case "u16":
     case "u32":
     case "u64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
     case "token":
       // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
       throw new Error(`${t} has no kernel type`);
@@ -617,6 +624,13 @@ function indexValue(t: ElementType, i: string): string {
     case "u16":
     case "u32":
     case "u64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
     case "token":
       throw new Error(`${t} has no kernel type`);
     default: {

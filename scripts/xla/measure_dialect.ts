@@ -6,9 +6,12 @@
 // accepts (scripts/xla/xla_accepts.py) and reports Kiln's figures over those.
 //
 //   python3 scripts/xla/extract_corpus.py <xla checkout> corpus.jsonl
-//   npx tsx scripts/xla/measure_dialect.ts corpus.jsonl [--xla] [--list] [--json out.json]
+//   npx tsx scripts/xla/measure_dialect.ts corpus.jsonl [--xla | --verdicts v.jsonl] [--list]
+//       [--json out.json]
 //
-// --list prints every failing module with its cause and Kiln's message.
+// --verdicts reads XLA's verdicts saved from an earlier `xla_accepts.py corpus.jsonl > v.jsonl`
+// instead of running jaxlib again. --list prints every failing module with its cause and Kiln's
+// message.
 
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -89,8 +92,9 @@ function measureOne(m: CorpusModule): Outcome {
   } catch (e) {
     return fail("verify", e);
   }
-  const want = fingerprint(module);
+  let want: string;
   try {
+    want = fingerprint(module);
     const back = parseHlo(printHlo(module));
     if (fingerprint(back) !== want) {
       throw new Error("printed text reads back as a different module");
@@ -113,17 +117,23 @@ interface XlaVerdict {
   error?: string;
 }
 
-function xlaVerdicts(corpusPath: string): Map<string, XlaVerdict> {
-  const script = join(import.meta.dirname, "xla_accepts.py");
-  const r = spawnSync("python3", [script, corpusPath], {
-    encoding: "utf8",
-    maxBuffer: 1 << 28,
-  });
-  if (r.status !== 0) {
-    throw new Error(`xla_accepts.py failed (is jaxlib installed?): ${r.stderr.slice(0, 2000)}`);
+function xlaVerdicts(corpusPath: string, saved: string | undefined): Map<string, XlaVerdict> {
+  let text: string;
+  if (saved !== undefined) {
+    text = readFileSync(saved, "utf8");
+  } else {
+    const script = join(import.meta.dirname, "xla_accepts.py");
+    const r = spawnSync("python3", [script, corpusPath], {
+      encoding: "utf8",
+      maxBuffer: 1 << 28,
+    });
+    if (r.status !== 0) {
+      throw new Error(`xla_accepts.py failed (is jaxlib installed?): ${r.stderr.slice(0, 2000)}`);
+    }
+    text = r.stdout;
   }
   const out = new Map<string, XlaVerdict>();
-  for (const line of r.stdout.split("\n")) {
+  for (const line of text.split("\n")) {
     if (!line.trim()) continue;
     const v = JSON.parse(line) as XlaVerdict & { id: string };
     out.set(v.id, v);
@@ -155,9 +165,13 @@ function report(title: string, outcomes: readonly Outcome[]): void {
 
 function main(): void {
   const args = process.argv.slice(2);
-  const corpusPath = args.find((a) => !a.startsWith("--"));
+  const valued = new Set(["--json", "--verdicts"]);
+  const corpusPath = args.find((a, i) => !a.startsWith("--") && !valued.has(args[i - 1] ?? ""));
   if (!corpusPath) {
-    console.error("usage: measure_dialect.ts <corpus.jsonl> [--xla] [--list] [--json out.json]");
+    console.error(
+      "usage: measure_dialect.ts <corpus.jsonl> [--xla | --verdicts v.jsonl] [--list] " +
+        "[--json out.json]",
+    );
     process.exit(2);
   }
   const jsonAt = args.indexOf("--json");
@@ -168,8 +182,10 @@ function main(): void {
   const outcomes = modules.map(measureOne);
   const sources = new Set(modules.map((m) => m.source));
   report(`Kiln over the corpus (${sources.size} source files)`, outcomes);
-  if (args.includes("--xla")) {
-    const verdicts = xlaVerdicts(corpusPath);
+  const verdictsAt = args.indexOf("--verdicts");
+  const savedVerdicts = verdictsAt >= 0 ? args[verdictsAt + 1] : undefined;
+  if (args.includes("--xla") || savedVerdicts !== undefined) {
+    const verdicts = xlaVerdicts(corpusPath, savedVerdicts);
     for (const o of outcomes) o.xla = verdicts.get(o.id);
     const xlaParsed = outcomes.filter((o) => o.xla?.parsed);
     const xlaVerified = outcomes.filter((o) => o.xla?.verified);

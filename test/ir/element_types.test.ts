@@ -34,6 +34,13 @@ const SAMPLES: Record<ElementType, readonly (number | bigint)[]> = {
   f16: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 65504],
   bf16: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 3.3895313892515355e38],
   f64: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, Number.MAX_VALUE, 5e-324, 0.1],
+  f8e5m2: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 57344, 2 ** -16],
+  f8e4m3: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 240, 2 ** -9],
+  f8e3m4: [0, -0, 1, -1.5, Infinity, -Infinity, NaN, 15.5, 2 ** -6],
+  f8e4m3fn: [0, -0, 1, -1.5, NaN, 448, -448, 2 ** -9],
+  f8e4m3fnuz: [0, 1, -1.5, NaN, 240, 2 ** -10],
+  f8e5m2fnuz: [0, 1, -1.5, NaN, 57344, 2 ** -17],
+  f8e4m3b11fnuz: [0, 1, -1.5, NaN, 30, 2 ** -13],
 };
 
 const BINARY_OK: Record<string, (t: ElementType) => boolean> = {

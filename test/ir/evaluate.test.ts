@@ -8,6 +8,7 @@ import { EvalError } from "../../ir/errors.ts";
 import {
   evaluate,
   evaluateComputation,
+  evaluateReplicated,
   registerCustomCallTarget,
   unregisterCustomCallTarget,
   type EvalValue,
@@ -1691,6 +1692,233 @@ ENTRY e {
     expect(vals(evaluateComputation(c, [f32([2], [1, 2]), f32([2], [3, 4])]))).toEqual([4, 10]);
     expect(() => evaluateComputation(c, [f32([2], [1, 2])])).toThrow(
       /computation 'fused' takes 2 argument\(s\), got 1/,
+    );
+  });
+});
+
+// ---- collectives over N simulated devices -------------------------------------------------
+
+describe("collectives (evaluateReplicated: N devices in lockstep)", () => {
+  const ADD = `
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+`;
+  const on = (...xs: number[][]) => xs.map((x) => [f32([x.length], x)]);
+  const each = (rs: EvalValue[]) => rs.map((r) => (Array.isArray(r) ? r.map(vals) : vals(r)));
+
+  it("all-reduce sums within each replica group, and over every device without groups", () => {
+    const m = hlo(`HloModule ar
+${ADD}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %g = f32[2] all-reduce(%x), replica_groups={{0,2},{1,3}}, to_apply=%add
+  %all = f32[2] all-reduce(%x), replica_groups={}, to_apply=%add
+  ROOT %t = (f32[2], f32[2]) tuple(%g, %all)
+}`);
+    const rs = evaluateReplicated(m, on([1, 2], [10, 20], [100, 200], [1000, 2000]));
+    expect(each(rs)).toEqual([
+      [[101, 202], [1111, 2222]],
+      [[1010, 2020], [1111, 2222]],
+      [[101, 202], [1111, 2222]],
+      [[1010, 2020], [1111, 2222]],
+    ]);
+  });
+
+  it("all-gather concatenates in group order; reduce-scatter gives device j the j-th part", () => {
+    const m = hlo(`HloModule ag
+${ADD}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %g = f32[4] all-gather(%x), replica_groups={{1,0}}, dimensions={0}
+  %r = f32[1] reduce-scatter(%x), replica_groups={{0,1}}, dimensions={0}, to_apply=%add
+  ROOT %t = (f32[4], f32[1]) tuple(%g, %r)
+}`);
+    expect(each(evaluateReplicated(m, on([1, 2], [3, 4])))).toEqual([
+      [[3, 4, 1, 2], [4]],
+      [[3, 4, 1, 2], [6]],
+    ]);
+  });
+
+  it("all-to-all sends chunk j to device j (array and tuple forms)", () => {
+    const m = hlo(`HloModule a2a
+ENTRY %e {
+  %x = f32[4] parameter(0)
+  %a = f32[4] all-to-all(%x), replica_groups={{0,1}}, dimensions={0}
+  %s0 = f32[2] slice(%x), slice={[0:2]}
+  %s1 = f32[2] slice(%x), slice={[2:4]}
+  %b = (f32[2], f32[2]) all-to-all(%s0, %s1), replica_groups={{0,1}}
+  ROOT %t = (f32[4], (f32[2], f32[2])) tuple(%a, %b)
+}`);
+    const rs = evaluateReplicated(m, on([1, 2, 3, 4], [5, 6, 7, 8]));
+    const flat = rs.map((r) => {
+      const [a, b] = r as EvalValue[];
+      return [vals(a!), (b as EvalValue[]).map(vals)];
+    });
+    expect(flat).toEqual([
+      [[1, 2, 5, 6], [[1, 2], [5, 6]]],
+      [[3, 4, 7, 8], [[3, 4], [7, 8]]],
+    ]);
+  });
+
+  it("collective-permute moves values along the pairs; a device no pair targets gets zeros", () => {
+    const m = hlo(`HloModule cp
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  ROOT %p = f32[2] collective-permute(%x), source_target_pairs={{0,1},{1,2}}
+}`);
+    expect(each(evaluateReplicated(m, on([1, 2], [3, 4], [5, 6])))).toEqual([
+      [0, 0],
+      [1, 2],
+      [3, 4],
+    ]);
+  });
+
+  it("the -start/-done pairs compute what the synchronous collectives do", () => {
+    const m = hlo(`HloModule async
+${ADD}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %ars = f32[2] all-reduce-start(%x), to_apply=%add
+  %ard = f32[2] all-reduce-done(%ars)
+  %ags = (f32[2], f32[4]) all-gather-start(%x), dimensions={0}
+  %agd = f32[4] all-gather-done(%ags)
+  %cps = (f32[2], f32[2], u32[], u32[]) collective-permute-start(%x),
+    source_target_pairs={{0,1},{1,0}}
+  %cpd = f32[2] collective-permute-done(%cps)
+  ROOT %t = (f32[2], f32[4], f32[2]) tuple(%ard, %agd, %cpd)
+}`);
+    expect(each(evaluateReplicated(m, on([1, 2], [3, 4])))).toEqual([
+      [[4, 6], [1, 2, 3, 4], [3, 4]],
+      [[4, 6], [1, 2, 3, 4], [1, 2]],
+    ]);
+  });
+
+  it("groups follow XLA's modes: replicas, partitions (channel_id), flattened ids", () => {
+    // 2 replicas x 2 partitions: device d = replica * 2 + partition.
+    const m = hlo(`HloModule modes
+${ADD}
+ENTRY %e {
+  %x = f32[1] parameter(0)
+  %rep = f32[1] all-reduce(%x), to_apply=%add
+  %both = f32[1] all-reduce(%x), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+  %flat = f32[1] all-reduce(%x), channel_id=2, replica_groups=[2,2]<=[2,2]T(1,0),
+    use_global_device_ids=true, to_apply=%add
+  %perm = f32[1] collective-permute(%x), channel_id=3, source_target_pairs={{0,1}}
+  %rid = u32[] replica-id()
+  %pid = u32[] partition-id()
+  ROOT %t = (f32[1], f32[1], f32[1], f32[1], u32[], u32[])
+    tuple(%rep, %both, %flat, %perm, %rid, %pid)
+}`);
+    const rs = evaluateReplicated(m, on([1], [10], [100], [1000]), { partitions: 2 });
+    expect(each(rs)).toEqual([
+      [[101], [1111], [101], [0], [0], [0]],
+      [[1010], [1111], [1010], [1], [0], [1]],
+      [[101], [1111], [101], [0], [1], [0]],
+      [[1010], [1111], [1010], [100], [1], [1]],
+    ]);
+  });
+
+  it("runs a collective inside a loop on every device, and refuses diverging devices", () => {
+    const m = hlo(`HloModule loop
+${ADD}
+%cond (s: (s32[], f32[2])) -> pred[] {
+  %s = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+%body (s: (s32[], f32[2])) -> (s32[], f32[2]) {
+  %s = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %one = s32[] constant(1)
+  %j = s32[] add(%i, %one)
+  %v = f32[2] get-tuple-element(%s), index=1
+  %r = f32[2] all-reduce(%v), to_apply=%add
+  ROOT %t = (s32[], f32[2]) tuple(%j, %r)
+}
+ENTRY %e {
+  %i0 = s32[] parameter(0)
+  %x = f32[2] parameter(1)
+  %s0 = (s32[], f32[2]) tuple(%i0, %x)
+  %w = (s32[], f32[2]) while(%s0), condition=%cond, body=%body
+  ROOT %out = f32[2] get-tuple-element(%w), index=1
+}`);
+    const s32 = (v: number) => literal("s32", [], [v]);
+    const rs = evaluateReplicated(m, [
+      [s32(0), f32([2], [1, 2])],
+      [s32(0), f32([2], [3, 4])],
+    ]);
+    // (1,2)+(3,4) = (4,6), then doubled by each of the two further trips.
+    expect(rs.map(vals)).toEqual([
+      [16, 24],
+      [16, 24],
+    ]);
+    expect(() =>
+      evaluateReplicated(m, [
+        [s32(0), f32([2], [1, 2])],
+        [s32(1), f32([2], [3, 4])],
+      ]),
+    ).toThrow(/the devices disagree on the loop condition/);
+  });
+
+  it("async-start runs its callee (in lockstep when it holds a collective)", () => {
+    const m = hlo(`HloModule async
+${ADD}
+%wrapped (a: f32[2]) -> f32[2] {
+  %a = f32[2] parameter(0)
+  ROOT %r = f32[2] all-reduce(%a), to_apply=%add
+}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %s = ((f32[2]), f32[2], s32[]) async-start(%x), calls=%wrapped
+  %u = ((f32[2]), f32[2], s32[]) async-update(%s)
+  %d = f32[2] async-done(%u), calls=%wrapped
+  %c = s32[] get-tuple-element(%u), index=2
+  ROOT %t = (f32[2], s32[]) tuple(%d, %c)
+}`);
+    expect(each(evaluateReplicated(m, on([1, 2], [3, 4])))).toEqual([
+      [[4, 6], [0]],
+      [[4, 6], [0]],
+    ]);
+    expect((run(m, f32([2], [1, 2])) as EvalValue[]).map(vals)).toEqual([[1, 2], [0]]);
+  });
+
+  it("a float reducer of a wider type combines in it and converts back (mixed precision)", () => {
+    const m = hlo(`HloModule mixed
+${ADD}
+ENTRY %e {
+  %x = bf16[1] parameter(0)
+  ROOT %r = bf16[1] all-reduce(%x), to_apply=%add
+}`);
+    // 256 + 1 + 1: in bf16 each step would round back to 256; in f32 the sum is 258.
+    const v = (x: number) => [literal("bf16", [1], [x])];
+    const rs = evaluateReplicated(m, [v(256), v(1), v(1)]);
+    expect(rs.map(vals)).toEqual([[258], [258], [258]]);
+  });
+
+  it("evaluate() runs one device: groups naming other devices are an error", () => {
+    const m = hlo(`HloModule one
+${ADD}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  %a = f32[2] all-reduce(%x), to_apply=%add
+  ROOT %b = f32[2] all-reduce(%a), replica_groups={{0,1}}, to_apply=%add
+}`);
+    expect(() => run(m, f32([2], [1, 2]))).toThrow(
+      /replica_groups name replica 1, but the program runs on 1 replica\(s\) x 1 partition/,
+    );
+    const single = hlo(`HloModule single
+${ADD}
+ENTRY %e {
+  %x = f32[2] parameter(0)
+  ROOT %a = f32[2] all-reduce(%x), to_apply=%add
+}`);
+    expect(vals(run(single, f32([2], [1, 2])))).toEqual([1, 2]);
+    expect(() => evaluateReplicated(single, on([1, 2], [3, 4]), { replicas: 3 })).toThrow(
+      /one argument list per device: 3 replica\(s\) x 1 partition\(s\), got 2/,
     );
   });
 });

@@ -84,7 +84,8 @@ const CASES: Case[] = [
     at: [6, 13],
     message:
       "expected an element type (pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, f16, bf16, " +
-      "f32, f64, token), got 'c64'",
+      "f32, f64, f8e5m2, f8e4m3, f8e3m4, f8e4m3fn, f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz, " +
+      "token), got 'c64'",
   },
   {
     name: "unboundedDim",
@@ -142,8 +143,8 @@ const CASES: Case[] = [
     text: M("  ROOT %c = f32[2] add(%a, %b), foo=1"),
     at: [6, 33],
     message:
-      "expected an attribute of add (sharding, frontend_attributes, backend_config, metadata), " +
-      "got unknown attribute 'foo'",
+      "expected an attribute of add (sharding, control-predecessors, frontend_attributes, " +
+      "backend_config, metadata), got unknown attribute 'foo'",
   },
   {
     name: "attrWrongOpcode",

@@ -267,6 +267,208 @@ const CASES = {
     ],
     bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
   },
+  "async-start": {
+    good: [
+      { operands: ["f32[2]"], called: [branchF32], result: "((f32[2]), f32[2])" },
+      {
+        operands: ["f32[2]"],
+        called: [branchF32],
+        declared: "((f32[2]), f32[2], s32[])",
+        result: "((f32[2]), f32[2], s32[])",
+      },
+    ],
+    bad: [
+      { operands: ["s32[2]"], called: [branchF32], error: "operand 0 must have shape f32[2]" },
+      { operands: ["f32[2]"], error: "needs exactly one called computation (calls), got 0" },
+    ],
+  },
+  "async-update": {
+    good: [{ operands: ["((f32[2]), f32[2], s32[])"], result: "((f32[2]), f32[2], s32[])" }],
+    bad: [{ operands: ["f32[2]"], error: "the operand must be an async-start's" }],
+  },
+  "async-done": {
+    good: [
+      { operands: ["((f32[2]), f32[2], s32[])"], result: "f32[2]" },
+      { operands: ["((f32[2]), f32[2])"], called: [branchF32], result: "f32[2]" },
+    ],
+    bad: [
+      {
+        operands: ["((f32[2]), s32[2])"],
+        called: [branchF32],
+        error: "the async computation returns f32[2], not the start's result",
+      },
+      { operands: ["f32[2]"], error: "the operand must be an async-start's" },
+    ],
+  },
+  "all-reduce": {
+    good: [
+      {
+        operands: ["f32[4]"],
+        attrs: { replicaGroups: [[0, 1]] },
+        called: [addF32],
+        result: "f32[4]",
+      },
+      { operands: ["f32[4]", "f32[2]"], called: [addF32], result: "(f32[4], f32[2])" },
+    ],
+    bad: [
+      {
+        operands: ["f32[4]", "s32[4]"],
+        called: [addF32],
+        error: "all operands must have one element type f32",
+      },
+      { operands: ["s32[4]"], called: [addF32], error: "must be (s32[], s32[]) -> s32[]" },
+      {
+        operands: ["f32[4]"],
+        attrs: { replicaGroups: [[0, 1], [1, 2]] },
+        called: [addF32],
+        error: "device 1 is in more than one group",
+      },
+      { operands: [], called: [addF32], error: "needs at least one operand" },
+    ],
+  },
+  "all-reduce-start": {
+    good: [{ operands: ["f32[4]"], called: [addF32], result: "f32[4]" }],
+    bad: [{ operands: ["f32[4]"], error: "needs exactly one called computation" }],
+  },
+  "all-reduce-done": {
+    good: [{ operands: ["f32[4]"], result: "f32[4]" }],
+    bad: [{ operands: ["f32[4]", "f32[4]"], error: "expects 1 operand, got 2" }],
+  },
+  "all-gather": {
+    good: [
+      {
+        operands: ["f32[2,3]"],
+        attrs: { replicaGroups: [[0, 1, 2, 3]], dimensions: [0] },
+        declared: "f32[8,3]",
+        result: "f32[8,3]",
+      },
+      {
+        operands: ["f32[2,3]"],
+        attrs: { dimensions: [1] },
+        declared: "f32[2,6]",
+        result: "f32[2,6]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[2,3]"],
+        attrs: { replicaGroups: [[0, 1]], dimensions: [0] },
+        declared: "f32[8,3]",
+        error: "dimension 0 multiplied by the group size 2",
+      },
+      {
+        operands: ["f32[2,3]"],
+        attrs: { replicaGroups: [[0, 1], [2]], dimensions: [0] },
+        declared: "f32[4,3]",
+        error: "replica_groups must all have the same size",
+      },
+      { operands: ["f32[2]"], attrs: { dimensions: [0] }, error: "the declared shape is required" },
+    ],
+  },
+  "all-gather-start": {
+    good: [
+      {
+        operands: ["f32[2]"],
+        attrs: { replicaGroups: [[0, 1]], dimensions: [0] },
+        declared: "(f32[2], f32[4])",
+        result: "(f32[2], f32[4])",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[2]"],
+        attrs: { dimensions: [0] },
+        declared: "f32[4]",
+        error: "must be the tuple (operand(s), result(s))",
+      },
+    ],
+  },
+  "all-gather-done": {
+    good: [{ operands: ["(f32[2], f32[4])"], result: "f32[4]" }],
+    bad: [{ operands: ["f32[4]"], error: "must be the tuple of a -start" }],
+  },
+  "reduce-scatter": {
+    good: [
+      {
+        operands: ["f32[8]"],
+        attrs: { replicaGroups: [[0, 1, 2, 3]], dimensions: [0] },
+        called: [addF32],
+        declared: "f32[2]",
+        result: "f32[2]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[8]"],
+        attrs: { replicaGroups: [[0, 1, 2, 3]], dimensions: [0] },
+        called: [addF32],
+        declared: "f32[4]",
+        error: "divided by the group size 4",
+      },
+    ],
+  },
+  "all-to-all": {
+    good: [
+      {
+        operands: ["f32[4,2]"],
+        attrs: { dimensions: [0], replicaGroups: [[0, 1]] },
+        result: "f32[4,2]",
+      },
+      {
+        operands: ["f32[2]", "f32[2]"],
+        attrs: { replicaGroups: [[0, 1]] },
+        result: "(f32[2], f32[2])",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[3,2]"],
+        attrs: { dimensions: [0], replicaGroups: [[0, 1]] },
+        error: "must split into 2 equal chunks",
+      },
+      {
+        operands: ["f32[2]"],
+        attrs: { replicaGroups: [[0, 1]] },
+        error: "needs one operand per device of a group (2), got 1",
+      },
+    ],
+  },
+  "collective-permute": {
+    good: [
+      { operands: ["f32[2]"], attrs: { sourceTargetPairs: [[0, 1], [1, 0]] }, result: "f32[2]" },
+    ],
+    bad: [
+      {
+        operands: ["f32[2]"],
+        attrs: { sourceTargetPairs: [[0, 1], [2, 1]] },
+        error: "device 1 is a target twice",
+      },
+      { operands: ["f32[2]"], error: "needs attribute sourceTargetPairs" },
+    ],
+  },
+  "collective-permute-start": {
+    good: [
+      { operands: ["f32[2]"], attrs: { sourceTargetPairs: [[0, 1]] }, result: "(f32[2], f32[2])" },
+      {
+        operands: ["f32[2]"],
+        attrs: { sourceTargetPairs: [[0, 1]] },
+        declared: "(f32[2], f32[2], u32[], u32[])",
+        result: "(f32[2], f32[2], u32[], u32[])",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[2]"],
+        attrs: { sourceTargetPairs: [[0, 1]] },
+        declared: "(f32[2], f32[2], f32[])",
+        error: "must be u32[] or s32[]",
+      },
+    ],
+  },
+  "collective-permute-done": {
+    good: [{ operands: ["(f32[2], f32[2], u32[], u32[])"], result: "f32[2]" }],
+    bad: [{ operands: ["f32[2]"], error: "must be the tuple of a -start" }],
+  },
   "replica-id": {
     good: [{ operands: [], result: "u32[]" }],
     bad: [{ operands: ["u32[]"], error: "expects 0 operands, got 1" }],
@@ -287,6 +489,12 @@ const CASES = {
         error: "iotaDimension of s32[4,8] 2 is out of range [0, 2)",
       },
       { operands: [], attrs: { iotaDimension: 0 }, declared: "s32[]", error: "rank >= 1" },
+      {
+        operands: [],
+        attrs: { iotaDimension: 0 },
+        declared: "pred[128]",
+        error: "iota needs an integer or floating-point result, got pred[128]",
+      },
     ],
   },
   abs: {
@@ -1443,6 +1651,9 @@ describe("shape rule helpers", () => {
       "broadcast",
       "reshape",
       "bitcast",
+      "all-gather",
+      "all-gather-start",
+      "reduce-scatter",
       "custom-call",
     ]);
   });

@@ -757,6 +757,23 @@ loop_fn {
     ),
   },
   {
+    name: "replica-id, partition-id and collectives are never folded (they depend on the device)",
+    input: entry(
+      `
+  keep_r = u32[] replica-id()
+  keep_p = u32[] partition-id()
+  keep_s = u32[] add(keep_r, keep_p)
+  keep_c = f32[2] constant({1, 2})
+  keep_ar = f32[2] all-reduce(keep_c), to_apply=sum
+  ROOT keep_t = (u32[], f32[2]) tuple(keep_s, keep_ar)`,
+      `sum {
+  s_a = f32[] parameter(0)
+  s_b = f32[] parameter(1)
+  ROOT s_r = f32[] add(s_a, s_b)
+}`,
+    ),
+  },
+  {
     name: "an op with a parameter operand is not folded",
     input: entry(`
   keep_x = f32[2] parameter(0)

@@ -59,6 +59,13 @@ export function randomScalar(type: ElementType, r: () => number): ScalarValue {
     case "f16":
     case "bf16":
     case "f64":
+    case "f8e5m2":
+    case "f8e4m3":
+    case "f8e3m4":
+    case "f8e4m3fn":
+    case "f8e4m3fnuz":
+    case "f8e5m2fnuz":
+    case "f8e4m3b11fnuz":
       return special ? pick(FLOAT_SPECIALS) : (r() - 0.5) * 8;
     case "s32":
       return special ? pick(INT_SPECIALS.s32) : Math.floor((r() - 0.5) * 200);

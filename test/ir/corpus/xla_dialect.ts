@@ -1,8 +1,9 @@
 // Modules in forms of XLA's dialect that Kiln's printer does not write itself (written here, not
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
-// and partition ids, tokens. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and
-// that XLA's own print and proto of it read back into the same module.
+// and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls,
+// 8-bit floats. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
+// own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
   layouts: `HloModule layouts
@@ -35,6 +36,8 @@ ENTRY e {
   d = f32[4,4] negate(c), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
   e = f32[4,4] negate(d), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}
   f = f32[4,4] negate(e), frontend_attributes={_xla_x="1",attr="{n = 1 : i32}"}
+  g = f32[4,4] negate(f), sharding={devices=[2,2]0,1,2,3 metadata={op_name="a" source_line=3}}
+  h = f32[4,4] negate(g), sharding={replicated metadata={{op_name="b"}, {op_type="x\\"y"}}}
   ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, c, f),
     sharding={{replicated}, {maximal device=1}, {unknown}}
 }
@@ -53,6 +56,84 @@ ENTRY e {
   r = u32[] replica-id()
   p = u32[] partition-id()
   ROOT t = (u32[], u32[]) tuple(r, p)
+}
+`,
+  collectives: `HloModule collectives, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  ar = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=add
+  ag = f32[8] all-gather(x), replica_groups=[1,2]<=[2], dimensions={0}
+  rs = f32[2] reduce-scatter(x), replica_groups={{0,1}}, dimensions={0}, to_apply=add
+  a2a = f32[4] all-to-all(x), replica_groups={{0,1}}, dimensions={0}
+  cp = f32[4] collective-permute(x), source_target_pairs={{0,1},{1,0}}
+  ars = f32[4] all-reduce-start(x), replica_groups={{0,1}}, to_apply=add
+  ard = f32[4] all-reduce-done(ars)
+  ags = (f32[4], f32[8]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}
+  agd = f32[8] all-gather-done(ags)
+  cps = (f32[4], f32[4]) collective-permute-start(x), source_target_pairs={{1,0}}
+  cpd = f32[4] collective-permute-done(cps)
+  ROOT t = (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4])
+    tuple(ar, ag, rs, a2a, cp, ard, agd, cpd)
+}
+`,
+  attributes: `HloModule attributes
+
+neg {
+  a = f32[2] parameter(0)
+  ROOT n = f32[2] negate(a)
+}
+
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2,2] parameter(1)
+  d = f32[2] dot(y, x), lhs_contracting_dims={1}, rhs_contracting_dims={0},
+    algorithm=dot_f32_f32_f32
+  c = f32[2] call(d), to_apply=neg, is_composite=true,
+    frontend_attributes={composite.name="kiln.neg",composite.attributes={},composite.version="0"}
+  cc = (f32[2], f32[2]) custom-call(x, y), custom_call_target="kiln.pair",
+    custom_call_has_side_effect=true, output_to_operand_aliasing={{0}: (0, {})},
+    api_version=API_VERSION_TYPED_FFI, operand_layout_constraints={f32[2], f32[2,2]{0,1}}
+  ROOT t = (f32[2], f32[2], (f32[2], f32[2])) tuple(d, c, cc)
+}
+`,
+  async: `HloModule async
+
+wrapped {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT m = f32[2] multiply(a, b)
+}
+
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2] parameter(1)
+  s = ((f32[2], f32[2]), f32[2], s32[]) async-start(x, y), calls=wrapped
+  u = ((f32[2], f32[2]), f32[2], s32[]) async-update(s)
+  ROOT d = f32[2] async-done(u)
+}
+`,
+  f8: `HloModule f8
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  a = f8e4m3fn[4] constant({0, -0, 448, nan})
+  c = f8e4m3fn[4] convert(x)
+  s = f8e4m3fn[4] add(a, c)
+  b = f8e5m2[3] constant({1.5, -inf, 57344})
+  d = f8e4m3fnuz[2] constant({240, -0.125})
+  e = f8e5m2fnuz[2] constant({57344, 1})
+  f = f8e4m3b11fnuz[2] constant({30, -1})
+  g = f8e4m3[2] constant({240, inf})
+  h = f8e3m4[2] constant({15.5, 0.25})
+  ROOT t = (f8e4m3fn[4], f8e5m2[3], f8e4m3fnuz[2], f8e5m2fnuz[2], f8e4m3b11fnuz[2], f8e4m3[2],
+    f8e3m4[2]) tuple(s, b, d, e, f, g, h)
 }
 `,
   tokens: `HloModule tokens
