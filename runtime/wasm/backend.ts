@@ -1028,7 +1028,8 @@ function deserializeWasm(module: Module, payload: Uint8Array): WasmExecutable {
   }
   // A copy: the payload may be a view into the whole entry file.
   stored.set(exe, { kind: "loaded", payload: new Uint8Array(payload) });
-  log("perf", () => `wasm: loaded a ${d.kind} program in ${(performance.now() - t0).toFixed(1)} ms`);
+  log("perf", () =>
+    `wasm: loaded a ${d.kind} program in ${(performance.now() - t0).toFixed(1)} ms`);
   return exe;
 }
 

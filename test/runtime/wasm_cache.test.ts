@@ -296,7 +296,8 @@ describe("wasm programs across processes", () => {
     expect(warm.values.length).toBeGreaterThan(0);
     expect(warm.values).toEqual(cold.values);
     console.log(
-      `GPT-2 tiny on wasm, first call (trace + compile + run): cold ${cold.firstCallMs.toFixed(0)} ` +
+      `GPT-2 tiny on wasm, first call (trace + compile + run): ` +
+        `cold ${cold.firstCallMs.toFixed(0)} ` +
         `ms (compile ${cold.stats.byKind.compiled.compileMs.toFixed(0)} ms), warm from disk ` +
         `${warm.firstCallMs.toFixed(0)} ms`,
     );
