@@ -17,7 +17,9 @@
 //
 // What it cannot run (an element type no kernel computes in, a set-dimension-size computed at
 // run time) runs on `js` instead, said under KILN_LOGS=backend — never an error, never a wrong
-// result. Registered below js for now.
+// result. Registered at priority 15: below native, above js, so it is the default where no C
+// compiler works (KILN_NATIVE=0). The disk cache stores a program's module bytes and plan
+// (payload.ts).
 
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { elementInfo } from "../../ir/element_types.ts";
@@ -1054,7 +1056,7 @@ function wasmAvailable(): boolean {
 
 export const wasmBackend: Backend = {
   name: "wasm",
-  priority: 5,
+  priority: 15,
   tier: "tolerance",
   available: wasmAvailable,
   compile: compileWasm,
