@@ -288,10 +288,13 @@ function runWorker(): WorkerOut {
 
 describe("wasm programs across processes", () => {
   it("GPT-2 tiny compiled in one process loads in a new one: equal logits, no compile", () => {
+    // The forward program, and (wasm being the default without native) the eager ops that
+    // build the model: every one is compiled once, then loaded from disk in the new process.
     const cold = runWorker();
-    expect(cold.counters).toEqual({ compiled: 1, loaded: 0 });
+    expect(cold.counters.compiled).toBeGreaterThanOrEqual(1);
+    expect(cold.counters.loaded).toBe(0);
     const warm = runWorker();
-    expect(warm.counters).toEqual({ compiled: 0, loaded: 1 });
+    expect(warm.counters).toEqual({ compiled: 0, loaded: cold.counters.compiled });
     expect(warm.stats.hits.disk).toBeGreaterThan(0);
     expect(warm.values.length).toBeGreaterThan(0);
     expect(warm.values).toEqual(cold.values);
