@@ -92,7 +92,7 @@ export type DecodedPayload = { readonly signature: PayloadSignature } & (
 type Enc = number | string | boolean | null | Enc[] | { [tag: string]: unknown };
 
 /** How to rebuild one table entry. */
-type Recipe =
+export type Recipe =
   | { k: "lib"; name: LibName }
   | { k: "unary"; op: string; t: ElementType }
   | { k: "binary"; op: string; t: ElementType }
@@ -184,7 +184,7 @@ export function canonicalInstructions(module: Module): Instruction[] {
   return out;
 }
 
-function signatureOf(module: Module): PayloadSignature {
+export function signatureOf(module: Module): PayloadSignature {
   const params = module.entry.parameters.map((p) => shapeToString(p.shape)).join(", ");
   return {
     text: `(${params}) -> ${shapeToString(module.entry.root.shape)}`,
@@ -262,7 +262,7 @@ function typedName(v: object): TypedName | undefined {
   return undefined;
 }
 
-class BlobWriter {
+export class BlobWriter {
   readonly parts: Uint8Array[] = [];
   length = 0;
 
@@ -275,7 +275,7 @@ class BlobWriter {
   }
 }
 
-function encodeData(v: unknown, blob: BlobWriter, path: string): Enc {
+export function encodeData(v: unknown, blob: BlobWriter, path: string): Enc {
   switch (typeof v) {
     case "number":
       if (Number.isFinite(v) && !Object.is(v, -0)) return v;
@@ -317,7 +317,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-function decodeData(e: unknown, blob: Uint8Array, path: string): unknown {
+export function decodeData(e: unknown, blob: Uint8Array, path: string): unknown {
   if (e === null || typeof e === "string" || typeof e === "boolean") return e;
   if (typeof e === "number") return e;
   if (Array.isArray(e)) return e.map((x, i) => decodeData(x, blob, `${path}[${i}]`));
@@ -380,7 +380,11 @@ export interface ProgramTable {
 }
 
 /** The recipes of a compiled program's table; throws naming an entry it cannot describe. */
-function recipesOf(module: Module, table: ProgramTable, blob: BlobWriter): Recipe[] {
+export function recipesOf(
+  module: Module,
+  table: ProgramTable,
+  blob: BlobWriter,
+): Recipe[] {
   const fns = functionCatalogue();
   let constantsAt: Map<unknown, number> | undefined;
   const constantPosition = (data: unknown): number | undefined => {
@@ -490,7 +494,7 @@ function decodeRecipeData(v: unknown, blob: Uint8Array, what: string): unknown {
 }
 
 /** One recipe, checked, rebuilt into the value the source expects. */
-function rebuild(
+export function rebuild(
   r: unknown,
   i: number,
   blob: Uint8Array,

@@ -748,7 +748,10 @@ function nativeAvailable(): boolean {
   if (availableMemo === undefined) {
     const why = nativeUnavailableReason();
     availableMemo = why === undefined;
-    if (why !== undefined) log("backend", `native: not available (${why}); the default is js`);
+    if (why !== undefined) {
+      log("backend", `native: not available (${why}); the default is wasm ` +
+        `(js where WebAssembly is off)`);
+    }
   }
   return availableMemo;
 }

@@ -17,14 +17,16 @@
 //
 // What it cannot run (an element type no kernel computes in, a set-dimension-size computed at
 // run time) runs on `js` instead, said under KILN_LOGS=backend — never an error, never a wrong
-// result. Registered below js for now.
+// result. Registered at priority 15: below native, above js, so it is the default where no C
+// compiler works (KILN_NATIVE=0). The disk cache stores a program's module bytes and plan
+// (payload.ts).
 
 import type { EvalValue } from "../../ir/evaluate.ts";
 import { elementInfo } from "../../ir/element_types.ts";
 import { conformanceProblem } from "../../ir/evaluate_support.ts";
 import { type Literal, type LiteralData, roundToBF16, roundToF16 } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
-import { isDynamic, shapeToString } from "../../ir/shape.ts";
+import { type ElementType, isDynamic, type Shape, shapeToString } from "../../ir/shape.ts";
 import { verifyModule } from "../../ir/verify.ts";
 import { log } from "../../util/log.ts";
 import {
@@ -38,6 +40,7 @@ import { allocResults, leafData, resultValue } from "../kernel/io.ts";
 import {
   type ConvStep,
   type DotStep,
+  type KernelStep,
   lowerProgram,
   type Program,
   type ProgramComputation,
@@ -57,8 +60,15 @@ import { jsBackend } from "../js/backend.ts";
 import { conv, planConv } from "../js/kernels_conv.ts";
 import { dotFloat, dotInt, type DotPlan, planDot } from "../js/kernels_dot.ts";
 import { bitcastArray } from "../js/runtime_lib.ts";
-import { simdSupported } from "./encode.ts";
+import { relaxedSimdSupported, simdSupported } from "./encode.ts";
 import { addGemm, gemmScratchBytes, runGemm } from "./gemm.ts";
+import {
+  decodeWasmPayload,
+  encodeWasmMarker,
+  encodeWasmStatic,
+  type StoredProgram,
+  WASM_CODEGEN_VERSION,
+} from "./payload.ts";
 import { WasmProgramModule } from "./render_wasm.ts";
 
 /**
@@ -87,15 +97,17 @@ function flat(v: Value): number[] {
 
 function fallbackTo(module: Module, why: string): WasmExecutable {
   log("backend", `wasm: module '${module.name}' runs on js: ${why}`);
-  const exe = jsBackend.compile(module);
-  return {
+  const js = jsBackend.compile(module);
+  const exe: WasmExecutable = {
     backend: "wasm",
     get module() {
-      return exe.module;
+      return js.module;
     },
     fallback: why,
-    run: (inputs) => exe.run(inputs),
+    run: (inputs) => js.run(inputs),
   };
+  stored.set(exe, { kind: "fallback", why });
+  return exe;
 }
 
 /** A kernel function of the module with its call's size and range expressions. */
@@ -115,25 +127,94 @@ interface Mem {
   i32: Int32Array;
 }
 
-class Linker {
-  /** Byte offset of each region (constants, parameters, results, arena, scratch). */
+// ---- The plan: what an executable runs, as plain data ----------------------------------------
+//
+// The step list with each kernel call naming its export, each buffer's place (a constant by its
+// index in the plan's constant list), each sort's comparator by its index in the comparator
+// sources, and the memory layout. Compiling makes one from the program (Planner); the disk
+// cache stores it (runtime/wasm/payload.ts); the Linker runs it.
+
+/** A kernel call: its export, its sizes and range extents (program-level index expressions). */
+interface PlanCall {
+  readonly fn: string;
+  readonly sizes: readonly Ix[];
+  readonly range: readonly Ix[];
+}
+
+interface PlanEpilogue {
+  readonly call: PlanCall;
+  readonly args: readonly number[];
+  readonly perTile: boolean;
+}
+
+type PlanPlace =
+  | { readonly kind: "param" }
+  | { readonly kind: "constant"; readonly c: number }
+  | { readonly kind: "arena"; readonly offset: number }
+  | { readonly kind: "result"; readonly index: number };
+
+interface PlanBuffer {
+  readonly type: ElementType;
+  readonly elements: number;
+  readonly bytes: number;
+  readonly place: PlanPlace;
+}
+
+type SortStep = Extract<Step, { kind: "sort" }>;
+type PlanDot = Omit<DotStep, "epilogue"> & { readonly epilogue?: PlanEpilogue };
+type PlanConv = Omit<ConvStep, "epilogue"> & { readonly epilogue?: PlanEpilogue };
+type PlanSort = Omit<SortStep, "comparator"> & { readonly comparator: number };
+type PlanStep =
+  | { readonly kind: "kernel"; readonly call: PlanCall; readonly args: readonly number[] }
+  | PlanDot
+  | PlanConv
+  | PlanSort
+  | Exclude<Step, KernelStep | DotStep | ConvStep | SortStep>;
+
+interface PlanComputation {
+  readonly params: readonly Value[];
+  readonly buffers: readonly PlanBuffer[];
+  readonly steps: readonly PlanStep[];
+  readonly arenaBase: number;
+}
+
+interface WasmPlan {
+  readonly name: string;
+  readonly comps: readonly PlanComputation[];
+  /** Byte offset of each constant, parameter leaf, result leaf, the arena and the scratch. */
+  readonly constantAt: readonly number[];
+  readonly paramAt: readonly number[];
+  readonly paramBytes: readonly number[];
+  readonly resultAt: readonly number[];
+  readonly resultBytes: readonly number[];
+  readonly arenaAt: number;
+  readonly scratchAt: number;
+  readonly totalBytes: number;
+  /** Each sort comparator as JavaScript source returning `less` (reading the `ext` table). */
+  readonly comparators: readonly string[];
+  readonly kernels: number;
+  readonly vectorizedLoops: number;
+}
+
+/** Lays out a program's memory and renders its kernels into one wasm module: the plan. */
+class Planner {
   private next = 0;
-  readonly constants: { at: number; data: LiteralData }[] = [];
-  private readonly constantAt = new Map<Literal, number>();
+  private readonly constantIndex = new Map<Literal, number>();
+  readonly constantAt: number[] = [];
+  readonly constantData: LiteralData[] = [];
   readonly paramAt: number[] = [];
   readonly resultAt: number[] = [];
+  readonly paramBytes: number[] = [];
+  readonly resultBytes: number[] = [];
   arenaAt = 0;
   scratchAt = 0;
   scratchBytes = 0;
   readonly wasm: WasmProgramModule;
   /** Kernel export names, by the kernel object. */
   private readonly kernelName = new Map<object, string>();
-  /** Set once instantiated: the live memory. */
-  mem: Mem | undefined;
-  private readonly comps: ((params: Int32Array, results: Int32Array) => void)[] = [];
-  /** Per entry leaf: bytes. */
-  readonly paramBytes: number[] = [];
-  readonly resultBytes: number[] = [];
+  /** The table the comparators' source reads. */
+  readonly ext = new ExtTable();
+  private readonly comparators: string[] = [];
 
   constructor(readonly program: Program) {
     this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd, wasmTesting.decline);
@@ -153,10 +234,10 @@ class Linker {
     const p = this.program;
     for (const c of p.computations) {
       for (const b of c.buffers) {
-        if (b.place.kind !== "constant" || this.constantAt.has(b.place.literal)) continue;
-        const at = this.take(b.bytes);
-        this.constantAt.set(b.place.literal, at);
-        this.constants.push({ at, data: b.place.literal.data });
+        if (b.place.kind !== "constant" || this.constantIndex.has(b.place.literal)) continue;
+        this.constantIndex.set(b.place.literal, this.constantAt.length);
+        this.constantAt.push(this.take(b.bytes));
+        this.constantData.push(b.place.literal.data);
       }
     }
     const entry = p.computations[0]!;
@@ -194,22 +275,104 @@ class Linker {
     return n;
   }
 
-  /** Renders every kernel (throws UnsupportedError at the first wasm cannot compute). */
-  renderKernels(): void {
-    for (const c of this.program.computations) {
-      for (const s of c.steps) {
-        if (s.kind === "kernel") this.kernel(s.call.kernel);
-        if ((s.kind === "dot" || s.kind === "conv") && s.epilogue) {
-          this.kernel(s.epilogue.call.kernel);
+  /**
+   * Renders every kernel (throws UnsupportedError at the first wasm cannot compute) and makes
+   * the plan.
+   */
+  plan(): WasmPlan {
+    const comps = this.program.computations.map((c) => this.computation(c));
+    if (this.scratchBytes > 0) addGemm(this.wasm.builder);
+    return {
+      name: this.program.module.name,
+      comps,
+      constantAt: this.constantAt,
+      paramAt: this.paramAt,
+      paramBytes: this.paramBytes,
+      resultAt: this.resultAt,
+      resultBytes: this.resultBytes,
+      arenaAt: this.arenaAt,
+      scratchAt: this.scratchAt,
+      totalBytes: this.totalBytes,
+      comparators: this.comparators,
+      kernels: this.wasm.kernels,
+      vectorizedLoops: this.wasm.vectorizedLoops,
+    };
+  }
+
+  private call(c: KernelStep["call"]): PlanCall {
+    return { fn: this.kernel(c.kernel), sizes: c.sizes, range: c.range };
+  }
+
+  private epilogue(e: DotStep["epilogue"]): PlanEpilogue | undefined {
+    return e && { call: this.call(e.call), args: e.args, perTile: e.perTile };
+  }
+
+  private computation(c: ProgramComputation): PlanComputation {
+    const buffers = c.buffers.map((b): PlanBuffer => {
+      const base = { type: b.type, elements: b.elements, bytes: b.bytes };
+      const pl = b.place;
+      switch (pl.kind) {
+        case "param":
+          return { ...base, place: { kind: "param" } };
+        case "constant":
+          return { ...base, place: { kind: "constant", c: this.constantIndex.get(pl.literal)! } };
+        case "arena":
+          return { ...base, place: { kind: "arena", offset: pl.offset } };
+        case "result":
+          return { ...base, place: { kind: "result", index: pl.index } };
+        default: {
+          const never: never = pl;
+          throw new Error(`unknown place ${String(never)}`);
         }
       }
+    });
+    const steps = c.steps.map((s): PlanStep => {
+      switch (s.kind) {
+        case "kernel":
+          return { kind: "kernel", call: this.call(s.call), args: s.args };
+        case "dot":
+        case "conv": {
+          const { epilogue, ...rest } = s;
+          const e = this.epilogue(epilogue);
+          return e ? { ...rest, epilogue: e } : rest;
+        }
+        case "sort": {
+          const { comparator, ...rest } = s;
+          this.comparators.push(comparatorSource(s, this.ext));
+          return { ...rest, comparator: this.comparators.length - 1 };
+        }
+        default:
+          return s;
+      }
+    });
+    return { params: c.params, buffers, steps, arenaBase: c.arenaBase };
+  }
+}
+
+/** Runs a plan over one instance of its module (the step closures, built once). */
+class Linker {
+  /** Set once instantiated: the live memory. */
+  mem: Mem | undefined;
+  private readonly comps: ((params: Int32Array, results: Int32Array) => void)[] = [];
+  private readonly less: ((...xs: unknown[]) => boolean)[];
+
+  constructor(
+    readonly plan: WasmPlan,
+    /** The constants' data, in plan order. */
+    readonly constants: readonly LiteralData[],
+    ext: readonly unknown[],
+  ) {
+    if (constants.length !== plan.constantAt.length) {
+      throw new Error(`wasm: the plan has ${plan.constantAt.length} constants, ` +
+        `${constants.length} given`);
     }
-    if (this.scratchBytes > 0) addGemm(this.wasm.builder);
+    this.less = plan.comparators.map(
+      (src) => new Function("ext", src)(ext) as (...xs: unknown[]) => boolean);
   }
 
   /** Builds the step closures of every computation. */
   link(): void {
-    this.program.computations.forEach((c, i) => {
+    this.plan.comps.forEach((c, i) => {
       this.comps[i] = this.computation(c);
     });
   }
@@ -218,7 +381,7 @@ class Linker {
     this.comps[0]!(params, results);
   }
 
-  private computation(c: ProgramComputation): (p: Int32Array, r: Int32Array) => void {
+  private computation(c: PlanComputation): (p: Int32Array, r: Int32Array) => void {
     // Where each buffer's address comes from: fixed, a parameter leaf or a result slot.
     const fixed = new Int32Array(c.buffers.length).fill(-1);
     const fromParam = new Int32Array(c.buffers.length).fill(-1);
@@ -230,25 +393,25 @@ class Linker {
         leaf++;
       }
     });
-    for (const b of c.buffers) {
+    c.buffers.forEach((b, id) => {
       switch (b.place.kind) {
         case "param":
           break;
         case "result":
-          fromResult[b.id] = b.place.index;
+          fromResult[id] = b.place.index;
           break;
         case "constant":
-          fixed[b.id] = this.constantAt.get(b.place.literal)!;
+          fixed[id] = this.at(this.plan.constantAt, b.place.c, "constant");
           break;
         case "arena":
-          fixed[b.id] = this.arenaAt + c.arenaBase + b.place.offset;
+          fixed[id] = this.plan.arenaAt + c.arenaBase + b.place.offset;
           break;
         default: {
           const never: never = b.place;
-          throw new Error(`unknown place ${String(never)}`);
+          throw new Error(`wasm: unknown buffer place ${JSON.stringify(never)}`);
         }
       }
-    }
+    });
     const steps = c.steps.map((s) => this.step(s, c));
     const n = c.buffers.length;
     return (params, results) => {
@@ -260,6 +423,13 @@ class Linker {
       const frame: Frame = { addr };
       for (const s of steps) s(frame);
     };
+  }
+
+  /** Entry `i` of a layout list, or an error naming a plan that does not fit. */
+  private at(list: readonly number[], i: number, what: string): number {
+    const v = list[i];
+    if (v === undefined) throw new Error(`wasm: the plan has no ${what} ${i}`);
+    return v;
   }
 
   private mem_(): Mem {
@@ -276,7 +446,7 @@ class Linker {
         return () => v;
       }
       case "size": {
-        const at = this.paramAt[this.entryLeaf(x.id)]!;
+        const at = this.at(this.plan.paramAt, this.entryLeaf(x.id), "parameter");
         return () => this.mem_().i32[at >> 2]!;
       }
       case "sum": {
@@ -309,25 +479,22 @@ class Linker {
         throw new Error(`a ${x.op} in a program-level index`);
       default: {
         const never: never = x;
-        throw new Error(`unknown index ${String(never)}`);
+        throw new Error(`wasm: unknown index expression ${JSON.stringify(never)}`);
       }
     }
   }
 
   private entryLeaf(param: number): number {
-    const entry = this.program.computations[0]!;
+    const entry = this.plan.comps[0]!;
     let leaf = 0;
     for (let p = 0; p < param; p++) leaf += flat(entry.params[p] ?? []).length;
     return leaf;
   }
 
   /** A kernel call: buffers' addresses, sizes, then each range as 0..extent (or `range`). */
-  private call(
-    call: { kernel: Parameters<typeof scheduleKernel>[0]; sizes: readonly Ix[];
-      range: readonly Ix[] },
-    args: readonly number[],
-  ): (f: Frame, range?: readonly number[]) => void {
-    const name = this.kernel(call.kernel);
+  private call(call: PlanCall, args: readonly number[]):
+    (f: Frame, range?: readonly number[]) => void {
+    const name = call.fn;
     const sizes = call.sizes.map((s) => this.ix(s));
     const ranges = call.range.map((r) => this.ix(r));
     const a = [...args];
@@ -341,7 +508,7 @@ class Linker {
     };
   }
 
-  private view(f: Frame, c: ProgramComputation, id: number): LiteralData {
+  private view(f: Frame, c: PlanComputation, id: number): LiteralData {
     const b = c.buffers[id]!;
     const info = elementInfo(b.type);
     const ctor = globalThis[info.storage] as unknown as new (
@@ -349,7 +516,7 @@ class Linker {
     return new ctor(this.mem_().memory.buffer, f.addr[id]!, b.elements);
   }
 
-  private step(s: Step, c: ProgramComputation): StepFn {
+  private step(s: PlanStep, c: PlanComputation): StepFn {
     switch (s.kind) {
       case "kernel": {
         const k = this.call(s.call, s.args);
@@ -429,7 +596,7 @@ class Linker {
       }
       default: {
         const never: never = s;
-        throw new Error(`unknown step ${String(never)}`);
+        throw new Error(`wasm: unknown step ${JSON.stringify(never)}`);
       }
     }
   }
@@ -438,8 +605,9 @@ class Linker {
    * A stable merge sort along one dim of every operand by the comparator, on views of the
    * memory (as the js backend sorts: a permutation per row, then every output gathered).
    */
-  private sort(s: Extract<Step, { kind: "sort" }>, c: ProgramComputation): StepFn {
-    const less = comparatorFn(s);
+  private sort(s: PlanSort, c: PlanComputation): StepFn {
+    const less = this.less[s.comparator];
+    if (!less) throw new Error(`wasm: no comparator ${s.comparator}`);
     const dims = s.dims;
     const len = dims[s.dim]!;
     let stride = 1;
@@ -489,7 +657,7 @@ class Linker {
     };
   }
 
-  private epilogue(s: DotStep | ConvStep, cols: (f: Frame) => number):
+  private epilogue(s: PlanDot | PlanConv, cols: (f: Frame) => number):
     ((f: Frame) => ((lo: number, hi: number) => void) | null) {
     const e = s.epilogue;
     if (!e?.perTile) return () => null;
@@ -500,14 +668,14 @@ class Linker {
     };
   }
 
-  private after(s: DotStep | ConvStep): StepFn {
+  private after(s: PlanDot | PlanConv): StepFn {
     const e = s.epilogue;
     if (!e || e.perTile) return () => {};
     const k = this.call(e.call, e.args);
     return (f) => k(f);
   }
 
-  private dot(s: DotStep, c: ProgramComputation): StepFn {
+  private dot(s: PlanDot, c: PlanComputation): StepFn {
     const plan = planDot(s.lhsDims, s.rhsDims, s.dn, s.lhsStrides, s.rhsStrides);
     const after = this.after(s);
     const m = s.mLimit ? this.ix(s.mLimit) : () => plan.M;
@@ -532,12 +700,12 @@ class Linker {
     }
     return (f) => {
       runGemm(this.mem_(), plan, f.addr[s.lhs]!, f.addr[s.rhs]!, f.addr[s.out]!,
-        this.scratchAt, epi(f), m(f), n(f), k(f));
+        this.plan.scratchAt, epi(f), m(f), n(f), k(f));
       after(f);
     };
   }
 
-  private conv(s: ConvStep, c: ProgramComputation): StepFn {
+  private conv(s: PlanConv, c: PlanComputation): StepFn {
     const plan = planConv(s.lhsDims, s.rhsDims, s.outDims, s.convDims, s.window,
       s.featureGroupCount, s.batchGroupCount, s.lhsStrides, s.rhsStrides);
     const cols = s.outDims.slice(1).reduce((a, b) => a * b, 1);
@@ -563,45 +731,57 @@ function inlineExpr(n: Node): Expr {
 }
 
 /**
- * A sort's comparator as a JavaScript function `less(a0, a1, ..)` (accumulator 2i is operand
- * i's left value, 2i+1 its right): the js renderer's spelling, so the order is exactly js's.
+ * A sort's comparator as the source of a JavaScript function returning `less(a0, a1, ..)`
+ * (accumulator 2i is operand i's left value, 2i+1 its right), reading `ext` (listed in the
+ * program's table): the js renderer's spelling, so the order is exactly js's.
  */
-function comparatorFn(s: Extract<Step, { kind: "sort" }>): (...xs: unknown[]) => boolean {
-  const ext = new ExtTable();
+function comparatorSource(s: SortStep, ext: ExtTable): string {
   const body = new JsKernelRenderer(ext).expr(inlineExpr(s.comparator.less));
   const params = Array.from({ length: 2 * s.ins.length }, (_, j) => `a${j}`);
-  const src = [...ext.declarations(), `return function less(${params.join(", ")}) {`,
+  return [...ext.declarations(), `return function less(${params.join(", ")}) {`,
     `  return ${body} !== 0;`, `};`].join("\n");
-  return new Function("ext", src)(ext.values) as (...xs: unknown[]) => boolean;
 }
 
 /** The dot plan type is part of the GEMM's interface. */
 export type { DotPlan };
 
 function instantiateMem(linker: Linker, module: WebAssembly.Module): Mem {
-  const pages = Math.max(1, Math.ceil(linker.totalBytes / PAGE));
+  const plan = linker.plan;
+  const pages = Math.max(1, Math.ceil(plan.totalBytes / PAGE));
   let memory: WebAssembly.Memory;
   try {
     memory = new WebAssembly.Memory({ initial: pages });
   } catch (e) {
     throw new Error(
-      `wasm: cannot allocate the ${linker.totalBytes}-byte memory of ` +
-        `'${linker.program.module.name}': ${(e as Error).message}`,
+      `wasm: cannot allocate the ${plan.totalBytes}-byte memory of '${plan.name}': ` +
+        (e as Error).message,
       { cause: e },
     );
   }
   const inst = new WebAssembly.Instance(module, { env: { memory } });
-  const u8 = new Uint8Array(memory.buffer);
-  for (const c of linker.constants) {
-    const d = c.data as Uint8Array;
-    u8.set(new Uint8Array(d.buffer, d.byteOffset, d.byteLength), c.at);
+  const exports = inst.exports as unknown as Record<string, Callable>;
+  // Every kernel a step calls is a function of this instance (a plan from the disk cache is
+  // checked against the module it came with).
+  for (const c of plan.comps) {
+    for (const st of c.steps) {
+      const calls = st.kind === "kernel" ? [st.call]
+        : (st.kind === "dot" || st.kind === "conv") && st.epilogue ? [st.epilogue.call] : [];
+      for (const call of calls) {
+        if (typeof exports[call.fn] !== "function") {
+          throw new Error(`wasm: the plan calls '${call.fn}', which the module does not export`);
+        }
+      }
+    }
   }
-  return {
-    memory,
-    exports: inst.exports as unknown as Record<string, Callable>,
-    u8,
-    i32: new Int32Array(memory.buffer),
-  };
+  const u8 = new Uint8Array(memory.buffer);
+  linker.constants.forEach((d, i) => {
+    const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    if (bytes.length > plan.totalBytes - plan.constantAt[i]!) {
+      throw new Error(`wasm: constant ${i} (${bytes.length} bytes) does not fit the memory`);
+    }
+    u8.set(bytes, plan.constantAt[i]!);
+  });
+  return { memory, exports, u8, i32: new Int32Array(memory.buffer) };
 }
 
 /** Most specializations kept per dynamic module (the oldest is dropped past it), as js. */
@@ -615,7 +795,7 @@ const MAX_SPECIALIZATIONS = 32;
 function compileDynamic(module: Module): WasmExecutable {
   const params = module.entry.parameters;
   const cache = new Map<string, WasmExecutable>();
-  return {
+  const exe: WasmExecutable = {
     backend: "wasm",
     module,
     run(inputs: readonly EvalValue[]): EvalValue {
@@ -633,16 +813,18 @@ function compileDynamic(module: Module): WasmExecutable {
       });
       const shapes = inputs.map(shapeOfValue);
       const key = shapesKey(shapes);
-      let exe = cache.get(key);
-      if (!exe) {
-        exe = compileStatic(specializeModule(module, shapes, "wasm"));
+      let spec = cache.get(key);
+      if (!spec) {
+        spec = compileStatic(specializeModule(module, shapes, "wasm"));
         if (cache.size >= MAX_SPECIALIZATIONS) cache.delete(cache.keys().next().value!);
-        cache.set(key, exe);
+        cache.set(key, spec);
         log("perf", () => `wasm: '${module.name}' specialized for (${key})`);
       }
-      return exe.run(inputs);
+      return spec.run(inputs);
     },
   };
+  stored.set(exe, { kind: "dynamic" });
+  return exe;
 }
 
 function compileWasm(module: Module): WasmExecutable {
@@ -662,35 +844,75 @@ function compileWasm(module: Module): WasmExecutable {
   return dynamic ? compileDynamic(module) : compileStatic(module);
 }
 
+/**
+ * Counts of static programs compiled (lowered, rendered, encoded) and loaded from the disk
+ * cache (instantiated from stored bytes), for tests and logs.
+ */
+export const wasmCounters = { compiled: 0, loaded: 0 };
+
 function compileStatic(module: Module): WasmExecutable {
   const t0 = performance.now();
-  let linker: Linker;
+  let planner: Planner;
+  let plan: WasmPlan;
   try {
     const program = lowerProgram(module, { backend: "wasm" });
-    linker = new Linker(program);
-    linker.layout();
-    if (linker.totalBytes > MAX_MEMORY_BYTES) {
-      throw new UnsupportedError("wasm", `its memory would be ${linker.totalBytes} bytes ` +
+    planner = new Planner(program);
+    planner.layout();
+    if (planner.totalBytes > MAX_MEMORY_BYTES) {
+      throw new UnsupportedError("wasm", `its memory would be ${planner.totalBytes} bytes ` +
         `(constants, parameters, results and intermediates); wasm runs up to ${MAX_MEMORY_BYTES}`);
     }
-    linker.renderKernels();
-    linker.link();
+    plan = planner.plan();
   } catch (e) {
     if (e instanceof UnsupportedError) return fallbackTo(module, e.message);
     throw e;
   }
-  const bytes = linker.wasm.encode();
+  const bytes = planner.wasm.encode();
   const t1 = performance.now();
   const wmod = new WebAssembly.Module(bytes);
   const t2 = performance.now();
-  linker.mem = instantiateMem(linker, wmod);
-  log("perf", () => `wasm: compiled '${module.name}': ${linker.wasm.kernels} kernel(s), ` +
+  const exe = executable(module, plan, planner.constantData, planner.ext.values, wmod,
+    bytes.length);
+  wasmCounters.compiled++;
+  stored.set(exe, {
+    kind: "compiled",
+    program: {
+      plan,
+      constants: { values: planner.constantData, keys: planner.constantData },
+      ext: { values: planner.ext.values, keys: planner.ext.keys },
+      bytes,
+    },
+  });
+  log("perf", () => `wasm: compiled '${module.name}': ${plan.kernels} kernel(s), ` +
     `${bytes.length} bytes; lower+render ${(t1 - t0).toFixed(1)} ms, ` +
     `WebAssembly.Module ${(t2 - t1).toFixed(1)} ms`);
+  return exe;
+}
+
+/** An executable running `plan` on a fresh instance of `wmod`. */
+function executable(
+  module: Module,
+  plan: WasmPlan,
+  constants: readonly LiteralData[],
+  ext: readonly unknown[],
+  wmod: WebAssembly.Module,
+  byteLength: number,
+): WasmExecutable {
+  const linker = new Linker(plan, constants, ext);
+  linker.link();
+  linker.mem = instantiateMem(linker, wmod);
   const params = module.entry.parameters.map((p) => p.shape);
   const root = module.entry.root.shape;
-  const paramAt = Int32Array.from(linker.paramAt);
-  const resultAt = Int32Array.from(linker.resultAt);
+  const leaves = (s: Shape): number => s.kind === "array" ? 1
+    : s.elements.reduce((n, e) => n + leaves(e), 0);
+  const paramLeaves = params.reduce((n, s) => n + leaves(s), 0);
+  if (paramLeaves !== plan.paramAt.length || leaves(root) !== plan.resultAt.length) {
+    throw new Error(`wasm: the plan of '${plan.name}' has ${plan.paramAt.length} parameter ` +
+      `and ${plan.resultAt.length} result leaves; module '${module.name}' has ${paramLeaves} ` +
+      `and ${leaves(root)}`);
+  }
+  const paramAt = Int32Array.from(plan.paramAt);
+  const resultAt = Int32Array.from(plan.resultAt);
   let busy = false;
   const runLeaves = (args: readonly LiteralData[]): LiteralData[] => {
     if (busy) throw new Error(`wasm: a nested run of '${module.name}' (not reentrant)`);
@@ -703,7 +925,7 @@ function compileStatic(module: Module): WasmExecutable {
         m.i32 = new Int32Array(m.memory.buffer);
       }
       args.forEach((d, i) => {
-        m.u8.set(new Uint8Array(d.buffer, d.byteOffset, linker.paramBytes[i]!), paramAt[i]!);
+        m.u8.set(new Uint8Array(d.buffer, d.byteOffset, plan.paramBytes[i]!), paramAt[i]!);
       });
       linker.run(paramAt, resultAt);
       const results: LiteralData[] = [];
@@ -711,7 +933,7 @@ function compileStatic(module: Module): WasmExecutable {
       results.forEach((r, i) => {
         const at = resultAt[i]!;
         new Uint8Array(r.buffer, r.byteOffset, r.byteLength).set(
-          m.u8.subarray(at, at + linker.resultBytes[i]!));
+          m.u8.subarray(at, at + plan.resultBytes[i]!));
       });
       return results;
     } finally {
@@ -721,11 +943,7 @@ function compileStatic(module: Module): WasmExecutable {
   return {
     backend: "wasm",
     module,
-    stats: {
-      kernels: linker.wasm.kernels,
-      vectorizedLoops: linker.wasm.vectorizedLoops,
-      bytes: bytes.length,
-    },
+    stats: { kernels: plan.kernels, vectorizedLoops: plan.vectorizedLoops, bytes: byteLength },
     run(inputs: readonly EvalValue[]): EvalValue {
       if (inputs.length !== params.length) {
         throw new Error(
@@ -747,6 +965,82 @@ function compileStatic(module: Module): WasmExecutable {
   };
 }
 
+// ---- The disk cache --------------------------------------------------------------------------
+
+// What serialize needs of each executable this backend made: a compiled program (its plan,
+// tables and bytes), the marker of a dynamic module or of one run on js, or, for one loaded
+// from the cache, the payload it was loaded from (the same bytes serialize would write).
+type Stored =
+  | { kind: "compiled"; program: StoredProgram }
+  | { kind: "dynamic" }
+  | { kind: "fallback"; why: string }
+  | { kind: "loaded"; payload: Uint8Array };
+
+const stored = new WeakMap<Executable, Stored>();
+
+/** The disk cache's payload of a wasm executable: runtime/wasm/payload.ts describes it. */
+function serializeWasm(exe: Executable): Uint8Array {
+  const s = stored.get(exe);
+  if (!s) throw new Error("wasm: serialize got an executable the wasm backend did not make");
+  switch (s.kind) {
+    case "compiled":
+      return encodeWasmStatic(exe.module, s.program);
+    case "dynamic":
+      return encodeWasmMarker(exe.module);
+    case "fallback":
+      return encodeWasmMarker(exe.module, s.why);
+    case "loaded":
+      return s.payload;
+    default: {
+      const never: never = s;
+      throw new Error(`wasm: unknown stored kind ${String(never)}`);
+    }
+  }
+}
+
+/**
+ * An executable from serializeWasm's bytes, with no lowering, rendering or encoding: the
+ * stored module's bytes (validated by the decoder) become a `WebAssembly.Module`, run by the
+ * stored plan. A marker decides again (a dynamic module is specialized per argument dims; a
+ * module wasm declined runs on js). Throws on a payload of another codegen version or format,
+ * or one that does not fit `module`.
+ */
+function deserializeWasm(module: Module, payload: Uint8Array): WasmExecutable {
+  const t0 = performance.now();
+  const d = decodeWasmPayload(payload, module);
+  let exe: WasmExecutable;
+  switch (d.kind) {
+    case "dynamic":
+      exe = compileDynamic(module);
+      break;
+    case "fallback":
+      exe = fallbackTo(module, d.why);
+      break;
+    case "static": {
+      const wmod = new WebAssembly.Module(d.bytes);
+      exe = executable(module, d.plan as WasmPlan, d.constants as LiteralData[], d.ext, wmod,
+        d.bytes.length);
+      wasmCounters.loaded++;
+      break;
+    }
+    default: {
+      const never: never = d;
+      throw new Error(`wasm: unknown payload kind ${String(never)}`);
+    }
+  }
+  // A copy: the payload may be a view into the whole entry file.
+  stored.set(exe, { kind: "loaded", payload: new Uint8Array(payload) });
+  log("perf", () =>
+    `wasm: loaded a ${d.kind} program in ${(performance.now() - t0).toFixed(1)} ms`);
+  return exe;
+}
+
+/** What else decides the generated module on this engine: the features it was built with. */
+function wasmCacheKeyParts(): string {
+  return `wasm codegen ${WASM_CODEGEN_VERSION}; simd128 ${simdSupported() && wasmTesting.simd}; ` +
+    `relaxed-simd ${relaxedSimdSupported()}`;
+}
+
 let availableMemo: boolean | undefined;
 
 /** Whether WebAssembly (with SIMD128 or without) is there; KILN_WASM=0 turns wasm off. */
@@ -762,10 +1056,13 @@ function wasmAvailable(): boolean {
 
 export const wasmBackend: Backend = {
   name: "wasm",
-  priority: 5,
+  priority: 15,
   tier: "tolerance",
   available: wasmAvailable,
   compile: compileWasm,
+  cacheKeyParts: wasmCacheKeyParts,
+  serialize: serializeWasm,
+  deserialize: deserializeWasm,
 };
 
 registerBackend(wasmBackend);

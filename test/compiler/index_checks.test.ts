@@ -17,7 +17,7 @@ import { OpError } from "../../tensor/errors.ts";
 beforeAll(() => setDefaultProgramCache(new ProgramCache({ disk: false })));
 afterAll(() => setDefaultProgramCache(undefined));
 
-const BACKENDS = ["interpreter", "js", "native"] as const;
+const BACKENDS = ["interpreter", "js", "wasm", "native"] as const;
 
 /** The error `f()` throws (fails the test when it throws none). */
 function thrown(f: () => unknown): Error {

@@ -223,7 +223,7 @@ describe("across processes", () => {
       /^compile\(step\): no cached program; ids\.shape\[1\] 129 exceeds every cached bucket/,
     );
     expect(message).toMatch(
-      /\(<=8\) \(cache-only mode, KILN_COMPILE=never: the program js [0-9a-f]{12} would compile;/,
+      /\(<=8\) \(cache-only mode, KILN_COMPILE=never: the program wasm [0-9a-f]{12} would compile;/,
     );
 
     const wider = runWorker(cacheDir, ["7", "5"], { KILN_COMPILE: "never" });

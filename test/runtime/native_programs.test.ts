@@ -148,14 +148,14 @@ maybe("native programs across processes", () => {
     expect(err).toMatch(/runs on js: the C compiler failed on its kernels/);
   }, 300_000);
 
-  it("with no compiler found, native is not listed, js is the default, and the log says why", () => {
+  it("with no compiler found, native is not listed, wasm is the default, the log says why", () => {
     const { out, err } = run(["backends"], {
       ...shared,
       KILN_CC: "/nonexistent/cc",
       KILN_LOGS: "backend",
     });
-    expect(out["names"]).toEqual(["js", "wasm", "interpreter"]);
-    expect(out["default"]).toBe("js");
+    expect(out["names"]).toEqual(["wasm", "js", "interpreter"]);
+    expect(out["default"]).toBe("wasm");
     expect(err).toMatch(/native: not available \(no C compiler found \(KILN_CC=\/nonexistent\/cc/);
   }, 120_000);
 });
