@@ -1,0 +1,107 @@
+// Modules in forms of XLA's dialect that Kiln reads and writes (kept custom-call/dot/call
+// attributes and control-predecessors, async ops, 8-bit floats, collectives), shared by the text
+// round trip (test/ir/print_parse.test.ts) and the proto round trip (test/ir/proto.test.ts).
+
+export const DIALECT_FORMS: Record<string, string> = {
+  xla_attrs: `
+HloModule xla_attrs
+
+%f (a: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  ROOT %n = f32[2]{0} negate(f32[2]{0} %a)
+}
+
+%g (b: f32[2]) -> f32[2] {
+  %b = f32[2]{0} parameter(0)
+  ROOT %e = f32[2]{0} exponential(f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2,2]) -> (f32[2], f32[2], (f32[2], f32[2]), f32[2]) {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2,2]{1,0} parameter(1)
+  %d = f32[2]{0} dot(f32[2,2]{1,0} %y, f32[2]{0} %x), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
+  %c = f32[2]{0} call(f32[2]{0} %d), to_apply=%f, is_composite=true,
+      control-predecessors={%y}
+  %cc = (f32[2]{0}, f32[2]{0}) custom-call(f32[2]{0} %x, f32[2,2]{1,0} %y),
+      custom_call_target="kiln.test.pair", custom_call_has_side_effect=true,
+      output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI,
+      operand_layout_constraints={f32[2]{0}, f32[2,2]{0,1}}
+  %fu = f32[2]{0} fusion(f32[2]{0} %x), kind=kLoop, calls=%g,
+      output_to_operand_aliasing={{}: (0, {})}
+  ROOT %t = (f32[2]{0}, f32[2]{0}, (f32[2]{0}, f32[2]{0}), f32[2]{0}) tuple(f32[2]{0} %d,
+      f32[2]{0} %c, (f32[2]{0}, f32[2]{0}) %cc, f32[2]{0} %fu)
+}
+`,
+  async: `
+HloModule async
+
+%wrapped (a: f32[2], b: f32[2]) -> f32[2] {
+  %a = f32[2]{0} parameter(0)
+  %b = f32[2]{0} parameter(1)
+  ROOT %m = f32[2]{0} multiply(f32[2]{0} %a, f32[2]{0} %b)
+}
+
+ENTRY %main (x: f32[2], y: f32[2]) -> f32[2] {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[2]{0} parameter(1)
+  %s = ((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) async-start(f32[2]{0} %x, f32[2]{0} %y),
+      async_execution_thread="side", calls=%wrapped
+  %u = ((f32[2]{0}, f32[2]{0}), f32[2]{0},
+      s32[]) async-update(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %s),
+      async_execution_thread="side", calls=%wrapped
+  ROOT %d = f32[2]{0} async-done(((f32[2]{0}, f32[2]{0}), f32[2]{0}, s32[]) %u),
+      async_execution_thread="side"
+}
+`,
+  f8: `
+HloModule f8
+
+ENTRY %main (x: f32[4]) -> (f8e4m3fn[4], f8e5m2[4], f8e4m3fnuz[2], f8e5m2fnuz[2], f8e4m3b11fnuz[2],
+      f8e4m3[3], f8e3m4[3]) {
+  %x = f32[4]{0} parameter(0)
+  %a = f8e4m3fn[4]{0} constant({0, -0, 448, nan})
+  %c = f8e4m3fn[4]{0} convert(f32[4]{0} %x)
+  %s = f8e4m3fn[4]{0} add(f8e4m3fn[4]{0} %a, f8e4m3fn[4]{0} %c)
+  %b = f8e5m2[4]{0} constant({1.5, -inf, 57344, 0.00012})
+  %d = f8e4m3fnuz[2]{0} constant({240, -0.13})
+  %e = f8e5m2fnuz[2]{0} constant({57344, 1})
+  %f = f8e4m3b11fnuz[2]{0} constant({30, -1})
+  %g = f8e4m3[3]{0} constant({240, inf, -0.5})
+  %h = f8e3m4[3]{0} constant({15.5, -inf, 0.25})
+  ROOT %t = (f8e4m3fn[4]{0}, f8e5m2[4]{0}, f8e4m3fnuz[2]{0}, f8e5m2fnuz[2]{0}, f8e4m3b11fnuz[2]{0},
+      f8e4m3[3]{0}, f8e3m4[3]{0}) tuple(f8e4m3fn[4]{0} %s, f8e5m2[4]{0} %b, f8e4m3fnuz[2]{0} %d,
+      f8e5m2fnuz[2]{0} %e, f8e4m3b11fnuz[2]{0} %f, f8e4m3[3]{0} %g, f8e3m4[3]{0} %h)
+}
+`,
+  collectives: `
+HloModule collectives
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (x: f32[4]) -> (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[8], f32[4]) {
+  %x = f32[4]{0} parameter(0)
+  %ar = f32[4]{0} all-reduce(f32[4]{0} %x), channel_id=1, replica_groups={{0,1}},
+      use_global_device_ids=true, to_apply=%add
+  %ag = f32[8]{0} all-gather(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %rs = f32[2]{0} reduce-scatter(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0},
+      to_apply=%add
+  %a2a = f32[4]{0} all-to-all(f32[4]{0} %x), replica_groups={{0,1}}, dimensions={0}
+  %cp = f32[4]{0} collective-permute(f32[4]{0} %x), source_target_pairs={{0,1},{1,0}}
+  %ars = f32[4]{0} all-reduce-start(f32[4]{0} %x), constrain_layout=true, to_apply=%add
+  %ard = f32[4]{0} all-reduce-done(f32[4]{0} %ars)
+  %ags = (f32[4]{0}, f32[8]{0}) all-gather-start(f32[4]{0} %x), dimensions={0}
+  %agd = f32[8]{0} all-gather-done((f32[4]{0}, f32[8]{0}) %ags)
+  %cps = (f32[4]{0}, f32[4]{0}, u32[], u32[]) collective-permute-start(f32[4]{0} %x),
+      source_target_pairs={{1,0}}
+  %cpd = f32[4]{0} collective-permute-done((f32[4]{0}, f32[4]{0}, u32[], u32[]) %cps)
+  ROOT %t = (f32[4]{0}, f32[8]{0}, f32[2]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[8]{0},
+      f32[4]{0}) tuple(f32[4]{0} %ar, f32[8]{0} %ag, f32[2]{0} %rs, f32[4]{0} %a2a, f32[4]{0} %cp,
+      f32[4]{0} %ard, f32[8]{0} %agd, f32[4]{0} %cpd)
+}
+`,
+};
