@@ -13,11 +13,13 @@ import { createHash } from "node:crypto";
 import { readFileSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { fingerprint } from "../ir/fingerprint.ts";
 import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
 import { log } from "../util/log.ts";
 import { type Backend, type CompileHints, type Executable, getBackend } from "./backend.ts";
+import { sourceBuildId } from "./build_id.ts";
 import {
   DISCARD_REASONS,
   type DiscardReason,
@@ -43,16 +45,27 @@ export { DISCARD_REASONS, FORMAT_VERSION };
 export type { DiscardReason, DiskEntry, ProgramKey };
 
 function readKilnVersion(): string {
-  const text = readFileSync(new URL("../package.json", import.meta.url), "utf8");
+  const root = new URL("..", import.meta.url);
+  const text = readFileSync(new URL("package.json", root), "utf8");
   const pkg: unknown = JSON.parse(text);
-  if (typeof pkg === "object" && pkg !== null && "version" in pkg) {
-    const v = (pkg as { version: unknown }).version;
-    if (typeof v === "string") return v;
+  if (typeof pkg !== "object" || pkg === null || !("version" in pkg)) {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
   }
-  throw new Error("Kiln's package.json has no version string; the program cache needs one");
+  const v = (pkg as { version: unknown }).version;
+  if (typeof v !== "string") {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
+  }
+  // The published build carries its build id (scripts/build.ts); a source checkout hashes itself.
+  const b = (pkg as { build?: unknown }).build;
+  const build = typeof b === "string" ? b : sourceBuildId(fileURLToPath(root));
+  return `${v}+${build}`;
 }
 
-/** The running Kiln's version: part of every cache key, so an upgrade never runs old code. */
+/**
+ * The running Kiln: its version and build id (runtime/build_id.ts), as `0.1.0+<16 hex>`. Part of
+ * every cache key, so neither an upgrade nor a changed pass or code generator between releases
+ * ever runs another build's programs: their entries are stale.
+ */
 export const KILN_VERSION = readKilnVersion();
 
 /** The default disk budget. */
