@@ -8,6 +8,7 @@
 // observation, not cut at the backward's or the update's repeated ops.
 
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { compile } from "../../compiler/index.ts";
 import { lazyStep, lmStep } from "../../examples/training.ts";
 import { GPT2, tinyConfig } from "../../models/gpt2.ts";
 import { AdamW } from "../../optim/index.ts";
@@ -271,5 +272,24 @@ describe("a training step under lazy()", () => {
     const deeper = train(8, 2, "lazy");
     expect(deeper.perStep[1]!.graphs).toBe(got.perStep[1]!.graphs);
     expect(deeper.perStep[1]!.compiled).toBe(0);
+  });
+});
+
+describe("compile() beside lazy()", () => {
+  it("a compiled function's trace leaves no ops for a later lazy() scope to run", () => {
+    manualSeed(3);
+    const model = new GPT2(tinyConfig).eval();
+    const ids = randint(0, tinyConfig.vocabSize, [1, 8], { generator: new Generator(5) });
+    const f = () => model.call(ids).logits;
+    const want = f();
+    // The first call traces (in lazy mode, under the hood) and runs the compiled program.
+    const cf = compile(f, { backend: "js" });
+    expectSame(cf(), want);
+    for (let i = 0; i < 3; i++) {
+      resetLazyStats();
+      expectSame(lazy(() => f()), want);
+      // One program of this scope's own ops: never the trace's left-over ones as well.
+      expect(lazyStats()).toMatchObject({ graphs: 1, repeatCuts: 0, nodesRealized: lazyStats().opsRecorded });
+    }
   });
 });
