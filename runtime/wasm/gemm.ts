@@ -12,6 +12,7 @@
 
 import type { DotPlan } from "../js/kernels_dot.ts";
 import { Fn, type ModuleBuilder, relaxedSimdSupported } from "./encode.ts";
+import { MAX_WASM_THREADS } from "./threads.ts";
 
 /** Columns per cache block of packed B. */
 export const GEMM_NB = 128;
@@ -21,11 +22,11 @@ const NR = 8;
 
 const TILE_BYTES = MR * NR * 4;
 
-/** Scratch bytes a plan's packing needs (packed B, packed A, the edge tile). */
+/** Scratch bytes a plan's packing needs (packed B, packed A, an edge tile per thread). */
 export function gemmScratchBytes(p: DotPlan): number {
   const nP = Math.ceil(p.N / NR) * NR;
   const mP = Math.ceil(p.M / MR) * MR;
-  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES + 64;
+  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES * MAX_WASM_THREADS + 64;
 }
 
 /** Adds the exported function `gemm(ap, bp, c, M, N, K, ldc, tp)` to a module. */
@@ -243,11 +244,39 @@ interface GemmMem {
   readonly exports: Record<string, (...args: number[]) => void>;
 }
 
+/** A kernel call that runs on finished rows lo..hi (a per-tile epilogue): export and args. */
+export interface GemmEpilogue {
+  readonly fn: string;
+  args(lo: number, hi: number): number[];
+}
+
+/**
+ * How a GEMM splits across threads (backend.ts makes one per run): the thread count, the work
+ * from which a split pays, and one parallel step — `add(t, fn, args)` puts a call in thread t's
+ * row (0 is this thread); the step runs every row, and `extra` here after thread 0's calls.
+ */
+export interface GemmThreads {
+  readonly threads: number;
+  readonly minWork: number;
+  index(name: string): number;
+  step(nt: number, build: (add: (t: number, fn: number, args: number[]) => void) => void,
+    extra?: () => void): void;
+}
+
+/** Most ints of one row a GEMM step may need besides its epilogue's args. */
+const ROW_BUDGET = 120;
+
+/** Splits `n` items into `parts` contiguous shares: the start of share t. */
+const share = (n: number, parts: number, t: number) => Math.floor((n * t) / parts);
+
 /**
  * Runs an f32 dot over the memory: A, B and out are byte addresses of the operands (laid out
  * as the plan says) and of the [batch, M, N] output; rows m < mLim, columns n < nLim and
- * contracting positions k < kLim are computed (extent hints, as the js kernel). `epi(lo, hi)`
- * runs on each batch's finished rows.
+ * contracting positions k < kLim are computed (extent hints, as the js kernel). `epi` runs on
+ * each batch's finished rows. With `par`, a batch big enough is split across threads: by row
+ * panels (B packed first, in a step of its own, then each thread's rows and their epilogue),
+ * or by column panels where there are too few rows. Each output element is computed by one
+ * thread with the same operations in the same order, so the bits do not depend on the split.
  */
 export function runGemm(
   mem: GemmMem,
@@ -256,10 +285,11 @@ export function runGemm(
   B: number,
   out: number,
   scratch: number,
-  epi: ((lo: number, hi: number) => void) | null,
+  epi: GemmEpilogue | null,
   mLim = p.M,
   nLim = p.N,
   kLim = p.K,
+  par?: GemmThreads,
 ): void {
   const { nb, M, N, K, aB, aM, aK, bB, bK, bN } = p;
   const Mc = mLim < M ? mLim : M;
@@ -279,30 +309,100 @@ export function runGemm(
   const gemm = mem.exports["gemm"]!;
   let lay = layouts.get(p);
   if (lay === undefined) layouts.set(p, (lay = bLayout(p)));
-  const packB = mem.exports[lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt"]!;
+  const packName = lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt";
+  const packB = mem.exports[packName]!;
   const full = lay.kind !== "other" ? Nc >> 3 : 0;
+  const ld = lay.ld;
+  /** The byte address of B's full panel q in batch base bb (a float index). */
+  const panelSrc = (bb: number, q: number) =>
+    (bb + (lay.kind === "rows" ? q * NR : q * NR * ld)) * 4;
+  const epiCall = epi ? (lo: number, hi: number) => mem.exports[epi.fn]!(...epi.args(lo, hi))
+    : null;
+  // Threads for a batch: enough work per thread, and a row that holds the calls.
+  let nt = 1;
+  if (par && par.threads > 1) {
+    const byWork = Math.floor((Mc * Nc * Kc) / Math.max(1, par.minWork));
+    const rowFits = epi === null || 4 + epi.args(0, 0).length <= ROW_BUDGET;
+    nt = rowFits ? Math.min(par.threads, byWork, Math.max(mP, nP)) : 1;
+  }
+  const byRows = mP >= nt || mP >= nP;
   for (let b = 0; b < nb; b++) {
     const bb = b0 + bB[b]!;
-    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major or transposed B by wasm,
-    // the rest here.
-    if (full > 0) packB(bb * 4, bp, Kc, full, lay.ld);
-    for (let k = 0; k < Kc; k++) {
-      const bk = bb + bK[k]!;
-      for (let n = full * NR; n < nP * NR; n++) {
-        f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
-      }
-    }
     const ab = a0 + aB[b]!;
-    for (let m = 0; m < mP * MR; m++) {
-      const o = api + (m >> 2) * Kc * MR + (m & 3);
-      if (m < Mc) {
-        const am = ab + aM[m]!;
-        for (let k = 0; k < Kc; k++) f32[o + k * MR] = f32[am + aK[k]!]!;
-      } else {
-        for (let k = 0; k < Kc; k++) f32[o + k * MR] = 0;
+    const c0 = out + b * M * N * 4;
+    // The parts packed here by JavaScript: B's panels past the full ones (zero past Nc), and A.
+    const packRest = () => {
+      for (let k = 0; k < Kc; k++) {
+        const bk = bb + bK[k]!;
+        for (let n = full * NR; n < nP * NR; n++) {
+          f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
+        }
       }
+      for (let m = 0; m < mP * MR; m++) {
+        const o = api + (m >> 2) * Kc * MR + (m & 3);
+        if (m < Mc) {
+          const am = ab + aM[m]!;
+          for (let k = 0; k < Kc; k++) f32[o + k * MR] = f32[am + aK[k]!]!;
+        } else {
+          for (let k = 0; k < Kc; k++) f32[o + k * MR] = 0;
+        }
+      }
+    };
+    if (nt < 2 || !par) {
+      if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
+      packRest();
+      gemm(ap, bp, c0, Mc, Nc, Kc, N, tp);
+      if (epiCall) epiCall(b * M, b * M + Mc);
+      continue;
     }
-    gemm(ap, bp, out + b * M * N * 4, Mc, Nc, Kc, N, tp);
-    if (epi) epi(b * M, b * M + Mc);
+    const fGemm = par.index("gemm");
+    const fPack = par.index(packName);
+    const fEpi = epi ? par.index(epi.fn) : -1;
+    if (byRows) {
+      // Step 1: B's full panels split across threads, the rest (and A) here meanwhile.
+      const n1 = Math.min(nt, full);
+      if (n1 >= 2) {
+        par.step(n1, (add) => {
+          for (let t = 0; t < n1; t++) {
+            const q0 = share(full, n1, t);
+            const q1 = share(full, n1, t + 1);
+            if (q1 > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, q1 - q0, ld]);
+          }
+        }, packRest);
+      } else {
+        if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
+        packRest();
+      }
+      // Step 2: each thread its row panels, then the epilogue on its rows.
+      const n2 = Math.min(nt, mP);
+      par.step(n2, (add) => {
+        for (let t = 0; t < n2; t++) {
+          const r0 = share(mP, n2, t) * MR;
+          const r1 = Math.min(Mc, share(mP, n2, t + 1) * MR);
+          if (r1 <= r0) continue;
+          add(t, fGemm, [ap + r0 * Kc * 4, bp, c0 + r0 * N * 4, r1 - r0, Nc, Kc, N,
+            tp + t * TILE_BYTES]);
+          if (epi) add(t, fEpi, epi.args(b * M + r0, b * M + r1));
+        }
+      });
+    } else {
+      // Too few rows: A and B's partial panels here, then each thread packs its full B panels
+      // and computes its columns; the epilogue after, split by rows where there are enough.
+      packRest();
+      const n2 = Math.min(nt, nP);
+      par.step(n2, (add) => {
+        for (let t = 0; t < n2; t++) {
+          const q0 = share(nP, n2, t);
+          const q1 = share(nP, n2, t + 1);
+          if (q1 <= q0) continue;
+          const fq = Math.min(q1, full);
+          if (fq > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, fq - q0, ld]);
+          const cEnd = Math.min(Nc, q1 * NR);
+          add(t, fGemm, [ap, bp + q0 * Kc * NR * 4, c0 + q0 * NR * 4, Mc, cEnd - q0 * NR, Kc, N,
+            tp + t * TILE_BYTES]);
+        }
+      });
+      if (epiCall) epiCall(b * M, b * M + Mc);
+    }
   }
 }
