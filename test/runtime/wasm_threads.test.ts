@@ -11,6 +11,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { compile, matmul, tanh, tensor, type Tensor } from "../../index.ts";
 import { ModuleBuilder } from "../../ir/builder.ts";
 import { cloneModule } from "../../ir/clone.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
@@ -120,6 +121,25 @@ describe("wasm threads: the thread count", () => {
     expect(() => setWasmThreads(-1)).toThrow(/wasm threads must be an integer >= 0, got -1/);
     expect(() => setWasmThreads(1.5)).toThrow(/integer >= 0/);
     expect(() => withWasmThreads(0, () => 0)).toThrow(/integer >= 1, got 0/);
+  });
+});
+
+describe("wasm threads: compile(fn, { threads })", () => {
+  it("runs each call at that count on wasm (1: no pool step), the same bits", () => {
+    setWasmThreads(3);
+    const f = (a: Tensor, b: Tensor) => tanh(matmul(a, b));
+    const a = tensor(values(48 * 40, 1), { shape: [48, 40] });
+    const b = tensor(values(40 * 56, 2), { shape: [40, 56] });
+    const one = compile(f, { backend: "wasm", threads: 1 });
+    const two = compile(f, { backend: "wasm", threads: 2 });
+    let steps = wasmPoolStats.steps;
+    const x = one(a, b) as Tensor;
+    expect(wasmPoolStats.steps).toBe(steps);
+    steps = wasmPoolStats.steps;
+    const y = two(a, b) as Tensor;
+    expect(wasmPoolStats.steps).toBeGreaterThan(steps);
+    expect(Array.from(y.data() as Float32Array)).toEqual(Array.from(x.data() as Float32Array));
+    expect(wasmThreads()).toBe(3); // the process setting is back after each call
   });
 });
 
