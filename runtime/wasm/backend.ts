@@ -71,6 +71,8 @@ import {
 } from "./payload.ts";
 import { WasmProgramModule } from "./render_wasm.ts";
 import {
+  MAX_WASM_PARTS,
+  PARTS_PER_THREAD,
   parallelMinWork,
   poolFor,
   sharedMemoryProblem,
@@ -492,9 +494,9 @@ class Linker {
   }
 
   /**
-   * One parallel step on `nt` threads: `build` adds each thread's calls (0 is this thread), run
-   * by the pool's workers and here, then `extra` here; where the pool cannot run (it failed to
-   * start), every row runs here in turn, which computes the same.
+   * One parallel step on `nt` threads: `build` adds each part's calls, taken by the pool's
+   * workers and this thread, after `extra` here; where the pool cannot run (it failed to
+   * start), `extra` and every part run here in turn, which computes the same.
    */
   private parStep(nt: number,
     build: (add: (t: number, fn: number, args: number[]) => void) => void,
@@ -504,20 +506,15 @@ class Linker {
     const pool = poolFor(this.team, nt);
     if (!pool) {
       const fns = this.team.fns;
-      build((_t, fn, args) => fns[fn]!(...args));
       extra?.();
+      build((_t, fn, args) => fns[fn]!(...args));
       return;
     }
     pool.begin(nt);
     build((t, fn, args) => {
       if (!pool.call(t, fn, args)) throw new Error(`wasm threads: a call of ${args.length} args does not fit a row`);
     });
-    if (extra) {
-      // The extra work runs after thread 0's calls: as a last local "call".
-      pool.run(this.team, extra);
-    } else {
-      pool.run(this.team);
-    }
+    pool.run(this.team, extra);
   }
 
   /** What a GEMM splits with, for this run (undefined: one thread). */
@@ -649,11 +646,12 @@ class Linker {
             return;
           }
           const fn = this.index(name);
+          const parts = Math.min(ext, nt * PARTS_PER_THREAD, MAX_WASM_PARTS);
           this.parStep(nt, (add) => {
-            for (let t = 0; t < nt; t++) {
+            for (let t = 0; t < parts; t++) {
               const row = xs.slice();
-              row[lo0] = share(ext, nt, t);
-              row[lo0 + 1] = share(ext, nt, t + 1);
+              row[lo0] = share(ext, parts, t);
+              row[lo0 + 1] = share(ext, parts, t + 1);
               add(t, fn, row);
             }
           });

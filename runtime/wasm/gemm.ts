@@ -12,7 +12,7 @@
 
 import type { DotPlan } from "../js/kernels_dot.ts";
 import { Fn, type ModuleBuilder, relaxedSimdSupported } from "./encode.ts";
-import { MAX_WASM_THREADS } from "./threads.ts";
+import { MAX_WASM_PARTS, PARTS_PER_THREAD } from "./threads.ts";
 
 /** Columns per cache block of packed B. */
 export const GEMM_NB = 128;
@@ -22,11 +22,11 @@ const NR = 8;
 
 const TILE_BYTES = MR * NR * 4;
 
-/** Scratch bytes a plan's packing needs (packed B, packed A, an edge tile per thread). */
+/** Scratch bytes a plan's packing needs (packed B, packed A, an edge tile per part). */
 export function gemmScratchBytes(p: DotPlan): number {
   const nP = Math.ceil(p.N / NR) * NR;
   const mP = Math.ceil(p.M / MR) * MR;
-  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES * MAX_WASM_THREADS + 64;
+  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES * MAX_WASM_PARTS + 64;
 }
 
 /** Adds the exported function `gemm(ap, bp, c, M, N, K, ldc, tp)` to a module. */
@@ -144,14 +144,17 @@ export function addGemm(mb: ModuleBuilder, fma = relaxedSimdSupported()): void {
   mb.addFunction(f, "gemm");
   mb.addFunction(packBFn(), "gemm_pack_b");
   mb.addFunction(packBtFn(), "gemm_pack_bt");
+  mb.addFunction(packBtFn(MR), "gemm_pack_a");
+  mb.addFunction(packBFn(MR), "gemm_pack_at");
 }
 
 /**
  * `gemm_pack_bt(src, dst, K, panels, ldb)`: the full 8-column panels of a B stored
  * transposed (column n at src + n ldb floats, k contiguous: `x @ W^T` with W [N, K]) into
- * [panels][K][8]: eight row pointers, one f32 each per k.
+ * [panels][K][8]: eight row pointers, one f32 each per k. With width 4, `gemm_pack_a`: the
+ * full 4-row panels of a row-major A (row m at src + m lda floats) into [panels][K][4].
  */
-function packBtFn(): Fn {
+function packBtFn(NR = 8): Fn {
   const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
   const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
   const jp = f.local("i32");
@@ -184,9 +187,11 @@ function packBtFn(): Fn {
 
 /**
  * `gemm_pack_b(src, dst, K, panels, ldb)`: the full 8-column panels of a row-major B (row
- * stride ldb floats) into [panels][K][8], two v128 copies per row and panel.
+ * stride ldb floats) into [panels][K][8], two v128 copies per row and panel. With width 4,
+ * `gemm_pack_at`: the full 4-row panels of a transposed A (element (m, k) at src + k lda + m)
+ * into [panels][K][4], one v128 copy each.
  */
-function packBFn(): Fn {
+function packBFn(NR = 8): Fn {
   const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
   const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
   const jp = f.local("i32");
@@ -197,13 +202,13 @@ function packBFn(): Fn {
   f.localGet(dst).localSet(d);
   f.block().loop(); // jp
   f.localGet(jp).localGet(panels).i32GeS().brIf(1);
-  f.localGet(src).localGet(jp).i32Const(5).i32Shl().i32Add().localSet(s);
+  f.localGet(src).localGet(jp).i32Const(NR === 8 ? 5 : 4).i32Shl().i32Add().localSet(s);
   f.localGet(K).localSet(k);
   f.block().loop(); // k
   f.localGet(k).i32Eqz().brIf(1);
   f.localGet(d).localGet(s).v128Load().v128Store();
-  f.localGet(d).localGet(s).v128Load(16).v128Store(16);
-  f.localGet(d).i32Const(32).i32Add().localSet(d);
+  if (NR === 8) f.localGet(d).localGet(s).v128Load(16).v128Store(16);
+  f.localGet(d).i32Const(NR * 4).i32Add().localSet(d);
   f.localGet(s).localGet(ldb).i32Const(2).i32Shl().i32Add().localSet(s);
   f.localGet(k).i32Const(1).i32Sub().localSet(k);
   f.br(0).end().end();
@@ -213,6 +218,27 @@ function packBFn(): Fn {
 }
 
 const layouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+const aLayouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+
+/**
+ * How A is laid out per batch: row-major over (m, k) (`rows`: aM[m] = m lda, aK[k] = k, packed
+ * by gemm_pack_a), transposed (`cols`: aM[m] = m, aK[k] = k lda, by gemm_pack_at), or neither
+ * (packed from the offset tables by JavaScript).
+ */
+function aLayout(p: DotPlan): { kind: "rows" | "cols" | "other"; ld: number } {
+  const { M, K, aM, aK } = p;
+  if (aM[0] !== 0 || aK[0] !== 0) return { kind: "other", ld: 0 };
+  const ldr = M > 1 ? aM[1]! : K;
+  let rows = ldr >= K;
+  for (let k = 0; rows && k < K; k++) rows = aK[k] === k;
+  for (let m = 0; rows && m < M; m++) rows = aM[m] === m * ldr;
+  if (rows) return { kind: "rows", ld: ldr };
+  const ldc = K > 1 ? aK[1]! : M;
+  let cols = ldc >= M;
+  for (let m = 0; cols && m < M; m++) cols = aM[m] === m;
+  for (let k = 0; cols && k < K; k++) cols = aK[k] === k * ldc;
+  return cols ? { kind: "cols", ld: ldc } : { kind: "other", ld: 0 };
+}
 
 /**
  * How B is laid out per batch: row-major over (k, n) (`rows`: bK[k] = k ldb, bN[n] = n),
@@ -252,8 +278,9 @@ export interface GemmEpilogue {
 
 /**
  * How a GEMM splits across threads (backend.ts makes one per run): the thread count, the work
- * from which a split pays, and one parallel step — `add(t, fn, args)` puts a call in thread t's
- * row (0 is this thread); the step runs every row, and `extra` here after thread 0's calls.
+ * from which a split pays, and one parallel step on nt threads — `add(part, fn, args)` puts a
+ * call in part `part`'s row (parts are taken by whichever thread is free, each runs its calls
+ * in order); `extra` runs on this thread before it takes parts.
  */
 export interface GemmThreads {
   readonly threads: number;
@@ -313,6 +340,15 @@ export function runGemm(
   const packB = mem.exports[packName]!;
   const full = lay.kind !== "other" ? Nc >> 3 : 0;
   const ld = lay.ld;
+  let layA = aLayouts.get(p);
+  if (layA === undefined) aLayouts.set(p, (layA = aLayout(p)));
+  const packAName = layA.kind === "rows" ? "gemm_pack_a" : "gemm_pack_at";
+  const packA = mem.exports[packAName]!;
+  const fullA = layA.kind !== "other" ? Mc >> 2 : 0;
+  const lda = layA.ld;
+  /** The byte address of A's full panel q in batch base ab (a float index). */
+  const aPanelSrc = (ab: number, q: number) =>
+    (ab + (layA.kind === "rows" ? q * MR * lda : q * MR)) * 4;
   /** The byte address of B's full panel q in batch base bb (a float index). */
   const panelSrc = (bb: number, q: number) =>
     (bb + (lay.kind === "rows" ? q * NR : q * NR * ld)) * 4;
@@ -330,7 +366,8 @@ export function runGemm(
     const bb = b0 + bB[b]!;
     const ab = a0 + aB[b]!;
     const c0 = out + b * M * N * 4;
-    // The parts packed here by JavaScript: B's panels past the full ones (zero past Nc), and A.
+    // The parts packed here by JavaScript: B's panels past the full ones (zero past Nc), and
+    // A's (rows past its full panels, zero past Mc).
     const packRest = () => {
       for (let k = 0; k < Kc; k++) {
         const bk = bb + bK[k]!;
@@ -338,7 +375,7 @@ export function runGemm(
           f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
         }
       }
-      for (let m = 0; m < mP * MR; m++) {
+      for (let m = fullA * MR; m < mP * MR; m++) {
         const o = api + (m >> 2) * Kc * MR + (m & 3);
         if (m < Mc) {
           const am = ab + aM[m]!;
@@ -350,6 +387,7 @@ export function runGemm(
     };
     if (nt < 2 || !par) {
       if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
+      if (fullA > 0) packA(aPanelSrc(ab, 0), ap, Kc, fullA, lda);
       packRest();
       gemm(ap, bp, c0, Mc, Nc, Kc, N, tp);
       if (epiCall) epiCall(b * M, b * M + Mc);
@@ -357,15 +395,17 @@ export function runGemm(
     }
     const fGemm = par.index("gemm");
     const fPack = par.index(packName);
+    const fPackA = par.index(packAName);
     const fEpi = epi ? par.index(epi.fn) : -1;
     if (byRows) {
       // Step 1: B's full panels split across threads, the rest (and A) here meanwhile.
       const n1 = Math.min(nt, full);
       if (n1 >= 2) {
+        const parts = Math.min(full, n1 * PARTS_PER_THREAD, MAX_WASM_PARTS);
         par.step(n1, (add) => {
-          for (let t = 0; t < n1; t++) {
-            const q0 = share(full, n1, t);
-            const q1 = share(full, n1, t + 1);
+          for (let t = 0; t < parts; t++) {
+            const q0 = share(full, parts, t);
+            const q1 = share(full, parts, t + 1);
             if (q1 > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, q1 - q0, ld]);
           }
         }, packRest);
@@ -373,27 +413,47 @@ export function runGemm(
         if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
         packRest();
       }
-      // Step 2: each thread its row panels, then the epilogue on its rows.
+      // Step 2: parts of row panels: A's packed, the rows computed, then their epilogue.
       const n2 = Math.min(nt, mP);
+      const parts = Math.min(mP, n2 * PARTS_PER_THREAD, MAX_WASM_PARTS);
       par.step(n2, (add) => {
-        for (let t = 0; t < n2; t++) {
-          const r0 = share(mP, n2, t) * MR;
-          const r1 = Math.min(Mc, share(mP, n2, t + 1) * MR);
+        for (let t = 0; t < parts; t++) {
+          const r0 = share(mP, parts, t) * MR;
+          const r1 = Math.min(Mc, share(mP, parts, t + 1) * MR);
           if (r1 <= r0) continue;
+          const qa0 = share(mP, parts, t);
+          const qa1 = Math.min(share(mP, parts, t + 1), fullA);
+          if (qa1 > qa0) {
+            add(t, fPackA, [aPanelSrc(ab, qa0), ap + qa0 * Kc * MR * 4, Kc, qa1 - qa0, lda]);
+          }
           add(t, fGemm, [ap + r0 * Kc * 4, bp, c0 + r0 * N * 4, r1 - r0, Nc, Kc, N,
             tp + t * TILE_BYTES]);
           if (epi) add(t, fEpi, epi.args(b * M + r0, b * M + r1));
         }
       });
     } else {
-      // Too few rows: A and B's partial panels here, then each thread packs its full B panels
-      // and computes its columns; the epilogue after, split by rows where there are enough.
-      packRest();
+      // Too few rows: A's full panels split across threads (the partial panels here), then
+      // each thread packs its full B panels and computes its columns; the epilogue after.
+      const n1 = Math.min(nt, fullA);
+      if (n1 >= 2) {
+        const parts = Math.min(fullA, n1 * PARTS_PER_THREAD, MAX_WASM_PARTS);
+        par.step(n1, (add) => {
+          for (let t = 0; t < parts; t++) {
+            const q0 = share(fullA, parts, t);
+            const q1 = share(fullA, parts, t + 1);
+            if (q1 > q0) add(t, fPackA, [aPanelSrc(ab, q0), ap + q0 * Kc * MR * 4, Kc, q1 - q0, lda]);
+          }
+        }, packRest);
+      } else {
+        if (fullA > 0) packA(aPanelSrc(ab, 0), ap, Kc, fullA, lda);
+        packRest();
+      }
       const n2 = Math.min(nt, nP);
+      const parts = Math.min(nP, n2 * PARTS_PER_THREAD, MAX_WASM_PARTS);
       par.step(n2, (add) => {
-        for (let t = 0; t < n2; t++) {
-          const q0 = share(nP, n2, t);
-          const q1 = share(nP, n2, t + 1);
+        for (let t = 0; t < parts; t++) {
+          const q0 = share(nP, parts, t);
+          const q1 = share(nP, parts, t + 1);
           if (q1 <= q0) continue;
           const fq = Math.min(q1, full);
           if (fq > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, fq - q0, ld]);

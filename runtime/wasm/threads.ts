@@ -1,9 +1,10 @@
 // Threads for the wasm backend (issue #17): a persistent pool of workers over each executable's
 // shared WebAssembly.Memory. Each worker instantiates an executable's module once against that
 // memory (module and memory posted once, at the executable's first multi-threaded step); then a
-// parallel step is data in a shared control block — per thread, a row of calls (function index,
-// args) — an Atomics.notify, the main thread's own share, and a counter barrier (Atomics.wait
-// in the workers and, where it may block, in the main thread). No postMessage per kernel.
+// parallel step is data in a shared control block — parts, each a row of calls (function index,
+// args), taken by whichever thread is free — an Atomics.notify, the main thread taking parts
+// too, and a counter barrier (Atomics.wait in the workers and, where it may block, in the main
+// thread). No postMessage per kernel.
 //
 // Everything platform-specific is behind WasmThreadHost: pool_node.ts (worker_threads) is the
 // Node one, loaded lazily; a browser build supplies Web Workers through setWasmThreadHost (the
@@ -15,8 +16,10 @@
 //   SEQ step counter (workers wait on it), CMD (CALL, MAIL, STOP), PENDING (workers still to
 //   finish the step), ERR (thread index + 1 of the first worker that failed), NT (threads in the
 //   step, the main thread included), EXE (the executable the step runs);
-//   STATE + w (worker w: 0 starting, 1 idle, 2 running, 3 dead, 4 receiving), SEEN + w (the last
-//   step it took), ROWS + t * ROW_INTS (thread t's calls: ncalls, then fn, nargs, args...).
+//   NEXT (the next part to take), NPARTS; STATE + w (worker w: 0 starting, 1 idle, 2 running,
+//   3 dead, 4 receiving), SEEN + w (the last step it took), ROWS + p * ROW_INTS (part p's calls:
+//   ncalls, then fn, nargs, args...). Parts are taken dynamically (Atomics.add on NEXT), as
+//   native's pool does: a thread the OS delays takes fewer, and nobody waits on its share.
 
 import { log } from "../../util/log.ts";
 import { WASM_WORKER_CORE } from "./worker_source.ts";
@@ -32,6 +35,8 @@ const CTL = {
   ERR: 3,
   NT: 4,
   EXE: 5,
+  NEXT: 6,
+  NPARTS: 7,
   STATE: 64,
   SEEN: 640,
   ROWS: 1216,
@@ -40,7 +45,11 @@ const CTL = {
 const CMD_CALL = 1;
 const CMD_MAIL = 2;
 const CMD_STOP = 3;
-const CTL_INTS = CTL.ROWS + MAX_WASM_THREADS * CTL.ROW_INTS;
+/** Most parts a step is cut into (each a row of calls; a GEMM gives each its own edge tile). */
+export const MAX_WASM_PARTS = 512;
+/** Parts per thread a step is cut into where there is work enough (a late thread takes fewer). */
+export const PARTS_PER_THREAD = 4;
+const CTL_INTS = CTL.ROWS + MAX_WASM_PARTS * CTL.ROW_INTS;
 const TEXT_BYTES = 4096;
 
 /** What a worker is started with (posted or passed as its data). */
@@ -262,10 +271,10 @@ class Pool {
   readonly workers: WasmWorker[] = [];
   private readonly drops: number[] = [];
   readonly gen = ++poolGen;
-  /** Calls of the main thread's own share in the step being built. */
-  private local: { fn: number; args: number[] }[] = [];
   private building = false;
   private nt = 0;
+  /** Parts of the step being built. */
+  private np = 0;
 
   constructor(readonly host: WasmThreadHost, readonly spinUs: number) {}
 
@@ -317,18 +326,18 @@ class Pool {
   begin(nt: number): void {
     this.building = true;
     this.nt = nt;
-    this.local = [];
-    for (let t = 1; t < nt; t++) this.ctl[CTL.ROWS + t * CTL.ROW_INTS] = 0;
+    this.np = 0;
   }
 
-  /** Adds a call to thread t's row; false when it does not fit (the caller runs it itself). */
-  call(t: number, fn: number, args: ArrayLike<number>): boolean {
-    if (t === 0) {
-      this.local.push({ fn, args: Array.from(args) });
-      return true;
-    }
+  /**
+   * Adds a call to part `part`'s row (parts are taken by whichever thread is free, in order);
+   * false when it does not fit.
+   */
+  call(part: number, fn: number, args: ArrayLike<number>): boolean {
+    if (!Number.isInteger(part) || part < 0 || part >= MAX_WASM_PARTS) return false;
     const c = this.ctl;
-    const row = CTL.ROWS + t * CTL.ROW_INTS;
+    while (this.np <= part) c[CTL.ROWS + this.np++ * CTL.ROW_INTS] = 0;
+    const row = CTL.ROWS + part * CTL.ROW_INTS;
     let at = row + 1;
     for (let k = 0; k < c[row]!; k++) at += 2 + c[at + 1]!;
     if (at + 2 + args.length > row + CTL.ROW_INTS) return false;
@@ -340,8 +349,8 @@ class Pool {
   }
 
   /**
-   * Runs the step built since begin() over `exe`: workers' rows there, thread 0's here, then
-   * `extra` here.
+   * Runs the step built since begin() over `exe`: `extra` here first, then every thread takes
+   * parts (an atomic counter) until none is left, and this one waits for the workers.
    */
   run(exe: ThreadedExecutable, extra?: () => void): void {
     if (!this.building) throw new Error("wasm threads: run() without begin()");
@@ -352,15 +361,31 @@ class Pool {
     c[CTL.CMD] = CMD_CALL;
     c[CTL.EXE] = exe.id;
     c[CTL.NT] = nt;
+    c[CTL.NPARTS] = this.np;
+    Atomics.store(c, CTL.NEXT, 0);
     Atomics.store(c, CTL.PENDING, nt - 1);
     Atomics.add(c, CTL.SEQ, 1);
     Atomics.notify(c, CTL.SEQ);
     let own: unknown;
     try {
-      for (const k of this.local) exe.fns[k.fn]!(...k.args);
+      // The work only this thread can do first, then parts as the workers do.
       extra?.();
+      for (;;) {
+        const p = Atomics.add(c, CTL.NEXT, 1);
+        if (p >= this.np) break;
+        let at = CTL.ROWS + p * CTL.ROW_INTS;
+        const n = c[at++]!;
+        for (let k = 0; k < n; k++) {
+          const fn = exe.fns[c[at++]!]!;
+          const nargs = c[at++]!;
+          const args = new Array<number>(nargs);
+          for (let j = 0; j < nargs; j++) args[j] = c[at++]!;
+          fn(...args);
+        }
+      }
     } catch (e) {
       own = e;
+      Atomics.store(c, CTL.NEXT, this.np); // the workers take no more parts
     }
     this.finish(nt, "run a step");
     wasmPoolStats.steps++;

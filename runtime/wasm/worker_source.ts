@@ -19,20 +19,21 @@
 // it instantiates once against the shared memory; { drop } forgets one). A STOP step ends it.
 // Any exception in a call (a wasm trap, a missing executable) is written into `text` (UTF-8,
 // the first error wins by compareExchange on ctl[ERR]) before the decrement, so the main thread
-// throws it instead of waiting; an exit marks the worker dead (ctl[STATE + index] = 3).
+// throws it instead of waiting; an exit marks the worker dead (ctl[STATE + index] = 3). A
+// message { exe, fault: "throw" | "exit" } (a test seam) makes every step of that executable
+// throw or exit in this worker.
 
 /** The worker's code: defines `kilnWasmWorker` (see the file comment). */
 export const WASM_WORKER_CORE = String.raw`
 function kilnWasmWorker(init, onMessage, onExit) {
   "use strict";
-  const SEQ = 0, CMD = 1, PENDING = 2, ERR = 3, NT = 4, EXE = 5;
+  const SEQ = 0, CMD = 1, PENDING = 2, ERR = 3, NT = 4, EXE = 5, NEXT = 6, NPARTS = 7;
   const STATE = 64, SEEN = 640, ROWS = 1216, ROW_INTS = 128;
   const CMD_CALL = 1, CMD_MAIL = 2, CMD_STOP = 3;
   const ctl = new Int32Array(init.ctl);
   const text = new Uint8Array(init.text);
   const me = init.index;
   const tid = me + 1;
-  const row = ROWS + tid * ROW_INTS;
   const spinMs = Math.max(0, init.spinUs) / 1000;
   const exes = new Map();
   let seen = init.seq;
@@ -51,9 +52,19 @@ function kilnWasmWorker(init, onMessage, onExit) {
   function done() {
     if (Atomics.sub(ctl, PENDING, 1) === 1) Atomics.notify(ctl, PENDING);
   }
-  function runRow() {
+  function runParts() {
     const exe = exes.get(Atomics.load(ctl, EXE));
     if (exe === undefined) throw new Error("wasm worker " + tid + ": executable " + ctl[EXE] + " was never sent");
+    if (exe.fault === "throw") throw new Error("injected worker fault");
+    if (exe.fault === "exit") { if (typeof process === "object") process.exit(1); else self.close(); }
+    const parts = Atomics.load(ctl, NPARTS);
+    for (;;) {
+      const p = Atomics.add(ctl, NEXT, 1);
+      if (p >= parts) return;
+      runPart(exe, ROWS + p * ROW_INTS);
+    }
+  }
+  function runPart(exe, row) {
     let at = row;
     const n = ctl[at++];
     for (let c = 0; c < n; c++) {
@@ -93,7 +104,7 @@ function kilnWasmWorker(init, onMessage, onExit) {
       }
       try {
         if (cmd !== CMD_CALL) throw new Error("wasm worker " + tid + ": unknown command " + cmd);
-        runRow();
+        runParts();
       } catch (e) {
         fail(e);
       }
@@ -103,8 +114,7 @@ function kilnWasmWorker(init, onMessage, onExit) {
   onMessage((m) => {
     try {
       if (m && m.drop !== undefined) { exes.delete(m.drop); return; }
-      if (m && m.fault === "throw") { exes.set(m.exe, new Proxy([], { get() { return () => { throw new Error("injected worker fault"); }; } })); }
-      else if (m && m.fault === "exit") { exes.set(m.exe, new Proxy([], { get() { return () => { (typeof process === "object" ? process : self).exit(1); }; } })); }
+      if (m && m.fault !== undefined) exes.set(m.exe, { fault: m.fault });
       else {
         const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });
         const fns = WebAssembly.Module.exports(m.module)
