@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { compile, matmul, tanh, tensor, type Tensor } from "../../index.ts";
+import { compile, explainWith, matmul, tanh, tensor, type Tensor } from "../../index.ts";
 import { ModuleBuilder } from "../../ir/builder.ts";
 import { cloneModule } from "../../ir/clone.ts";
 import { evaluate, type EvalValue } from "../../ir/evaluate.ts";
@@ -279,7 +279,7 @@ describe("wasm threads: fused programs and control flow", () => {
 });
 
 describe("wasm threads: failures and the process", () => {
-  const matmul = () => {
+  const faultModule = () => {
     const mb = new ModuleBuilder("threads_fault");
     mb.entry("main", (b) => {
       const x = b.parameter(arrayShape("f32", [40, 40]));
@@ -290,7 +290,7 @@ describe("wasm threads: failures and the process", () => {
 
   for (const fault of ["throw", "exit"] as const) {
     it(`a worker that ${fault === "throw" ? "throws" : "exits"} gives an Error, then one thread`, () => {
-      const m = matmul();
+      const m = faultModule();
       const inputs = [literal("f32", [40, 40], values(1600, 9))];
       const exe = getBackend("wasm").compile(m);
       const want = withWasmThreads(1, () => exe.run(inputs));
@@ -345,12 +345,26 @@ describe("wasm threads: failures and the process", () => {
     expect(stderr).toMatch(/wasm: runs single-threaded: SharedArrayBuffer is not available/);
   });
 
+  it("explain() says why wasm runs single-threaded", () => {
+    const f = (a: Tensor) => tanh(matmul(a, a));
+    const a = tensor(values(24 * 24, 5), { shape: [24, 24] });
+    expect(explainWith(f, { backend: "wasm" }, a).backend.note ?? "").not.toMatch(/single/);
+    wasmThreadsTesting.hideSharedMemory = true;
+    try {
+      const e = explainWith(f, { backend: "wasm" }, a);
+      expect(e.backend.note).toMatch(/runs single-threaded: SharedArrayBuffer is not available/);
+      expect(e.toString()).toMatch(/backend: wasm \(tolerance tier\); .*runs single-threaded/);
+    } finally {
+      wasmThreadsTesting.hideSharedMemory = false;
+    }
+  });
+
   it("the in-process probe: a hidden shared memory gives unshared modules and one thread", () => {
     wasmThreadsTesting.hideSharedMemory = true;
     try {
       expect(wasmThreadsUnavailable()).toMatch(/SharedArrayBuffer is not available/);
       expect(withWasmThreads(3, () => wasmThreads())).toBe(1);
-      const m = matmul();
+      const m = faultModule();
       const inputs = [literal("f32", [40, 40], values(1600, 11))];
       const steps = wasmPoolStats.steps;
       const got = withWasmThreads(3, () => getBackend("wasm").compile(m).run(inputs));
