@@ -16,7 +16,9 @@
 //   SEQ step counter (workers wait on it), CMD (CALL, MAIL, STOP), PENDING (workers still to
 //   finish the step), ERR (thread index + 1 of the first worker that failed), NT (threads in the
 //   step, the main thread included), EXE (the executable the step runs);
-//   NEXT (the next part to take), NPARTS; STATE + w (worker w: 0 starting, 1 idle, 2 running,
+//   NEXT (the next part to take), NPARTS, SLEEPERS (workers in Atomics.wait: a step notifies
+//   only when there are some), MAIN_SLEEPING (the main thread waits: the last worker notifies);
+//   STATE + w (worker w: 0 starting, 1 idle, 2 running,
 //   3 dead, 4 receiving), SEEN + w (the last step it took), ROWS + p * ROW_INTS (part p's calls:
 //   ncalls, then fn, nargs, args...). Parts are taken dynamically (Atomics.add on NEXT), as
 //   native's pool does: a thread the OS delays takes fewer, and nobody waits on its share.
@@ -37,6 +39,8 @@ const CTL = {
   EXE: 5,
   NEXT: 6,
   NPARTS: 7,
+  SLEEPERS: 8,
+  MAIN_SLEEPING: 9,
   STATE: 64,
   SEEN: 640,
   ROWS: 1216,
@@ -365,7 +369,7 @@ class Pool {
     Atomics.store(c, CTL.NEXT, 0);
     Atomics.store(c, CTL.PENDING, nt - 1);
     Atomics.add(c, CTL.SEQ, 1);
-    Atomics.notify(c, CTL.SEQ);
+    if (Atomics.load(c, CTL.SLEEPERS) > 0) Atomics.notify(c, CTL.SEQ);
     let own: unknown;
     try {
       // The work only this thread can do first, then parts as the workers do.
@@ -405,7 +409,11 @@ class Pool {
         spins++;
         continue;
       }
-      if (this.host.mainCanWait) Atomics.wait(c, CTL.PENDING, v, SLICE_MS);
+      if (this.host.mainCanWait) {
+        Atomics.store(c, CTL.MAIN_SLEEPING, 1);
+        Atomics.wait(c, CTL.PENDING, v, SLICE_MS);
+        Atomics.store(c, CTL.MAIN_SLEEPING, 0);
+      }
       const why = this.health(nt, seq, Date.now() - t0, what);
       if (why !== undefined) this.fail(why);
     }

@@ -28,6 +28,7 @@ export const WASM_WORKER_CORE = String.raw`
 function kilnWasmWorker(init, onMessage, onExit) {
   "use strict";
   const SEQ = 0, CMD = 1, PENDING = 2, ERR = 3, NT = 4, EXE = 5, NEXT = 6, NPARTS = 7;
+  const SLEEPERS = 8, MAIN_SLEEPING = 9;
   const STATE = 64, SEEN = 640, ROWS = 1216, ROW_INTS = 128;
   const CMD_CALL = 1, CMD_MAIL = 2, CMD_STOP = 3;
   const ctl = new Int32Array(init.ctl);
@@ -50,8 +51,12 @@ function kilnWasmWorker(init, onMessage, onExit) {
     }
   }
   function done() {
-    if (Atomics.sub(ctl, PENDING, 1) === 1) Atomics.notify(ctl, PENDING);
+    // The main thread is woken only when it sleeps (it says so before it waits).
+    if (Atomics.sub(ctl, PENDING, 1) === 1 && Atomics.load(ctl, MAIN_SLEEPING) !== 0) {
+      Atomics.notify(ctl, PENDING);
+    }
   }
+  const argBufs = [];
   function runParts() {
     const exe = exes.get(Atomics.load(ctl, EXE));
     if (exe === undefined) throw new Error("wasm worker " + tid + ": executable " + ctl[EXE] + " was never sent");
@@ -71,7 +76,7 @@ function kilnWasmWorker(init, onMessage, onExit) {
       const fn = exe[ctl[at++]];
       const nargs = ctl[at++];
       if (typeof fn !== "function") throw new Error("wasm worker " + tid + ": no function " + ctl[at - 2]);
-      const args = new Array(nargs);
+      const args = argBufs[nargs] || (argBufs[nargs] = new Array(nargs));
       for (let j = 0; j < nargs; j++) args[j] = ctl[at++];
       fn.apply(null, args);
     }
@@ -82,7 +87,12 @@ function kilnWasmWorker(init, onMessage, onExit) {
     for (;;) {
       if (Atomics.load(ctl, SEQ) !== seen) return;
       if (spun < 1e9 && (++spun & 63) === 0 && now() > until) spun = 1e9;
-      if (spun >= 1e9) Atomics.wait(ctl, SEQ, seen, 1000);
+      if (spun >= 1e9) {
+        // Counted as a sleeper so the main thread notifies only when someone sleeps.
+        Atomics.add(ctl, SLEEPERS, 1);
+        if (Atomics.load(ctl, SEQ) === seen) Atomics.wait(ctl, SEQ, seen, 1000);
+        Atomics.sub(ctl, SLEEPERS, 1);
+      }
     }
   }
   function loop() {
