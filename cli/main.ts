@@ -31,9 +31,12 @@ Environment:
                        passes, lazy, fusion, perf, cache, backend (comma-separated) or all
   KILN_DUMP_DIR=dir    write every program after every pass (NNN-<pass>.hlo) while compiling
   KILN_CACHE_DIR=dir   the on-disk program cache (default $XDG_CACHE_HOME/kiln or ~/.cache/kiln)
-  KILN_NATIVE=0        do not use the native backend (js is then the default)
+  KILN_NATIVE=0        do not use the native backend (wasm is then the default)
+  KILN_WASM=0          do not use the wasm backend (js is the default without native too)
   KILN_CC=path         the C compiler native uses (default: the first of cc, gcc, clang)
-  KILN_NUM_THREADS=n   native's thread pool size (default: the CPUs this process may use)
+  KILN_NUM_THREADS=n   threads of native's pool and of wasm's workers (default: the CPUs this
+                       process may use; wasm: 1 where there is no SharedArrayBuffer)
+  KILN_POOL_SPIN_US=n  microseconds an idle pool thread spins before it sleeps (default 100)
   KILN_NATIVE_PROFILE=1  print where native programs spent their time, at exit
 
 Exit codes:

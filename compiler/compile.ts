@@ -23,6 +23,7 @@ import { lazyStats } from "../tensor/lazy.ts";
 import { Module as NNModule } from "../tensor/nn/module.ts";
 import { noteExecutableHit } from "../runtime/cache_stats.ts";
 import { withNativeThreads } from "../runtime/native/backend.ts";
+import { withWasmThreads } from "../runtime/wasm/threads.ts";
 import { log, logEnabled } from "../util/log.ts";
 import { isLocated, locateHere, thrownByKiln } from "../util/user_frame.ts";
 import type { SourceAnalysis } from "./analyze.ts";
@@ -159,7 +160,7 @@ export function compile(
   function compiled(this: unknown, ...args: unknown[]): unknown {
     try {
       if (threads === undefined) return call(c, args);
-      return withNativeThreads(threads, () => call(c, args));
+      return withNativeThreads(threads, () => withWasmThreads(threads, () => call(c, args)));
     } catch (e) {
       // Kiln's errors name the user's line (an op's error already does); the user's own are
       // thrown unchanged.

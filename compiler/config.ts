@@ -47,8 +47,8 @@ export interface CompileOptions {
   /** A size outside a declared range: "error" (default) throws; "recompile" specializes it. */
   outOfRange?: "error" | "recompile";
   /**
-   * Threads the native backend's pool runs this function's programs on (the calling thread
-   * included); default: the pool's setting (KILN_NUM_THREADS, else every core).
+   * Threads the native and wasm backends run this function's programs on (the calling thread
+   * included); default: the backend's setting (KILN_NUM_THREADS, else every core).
    */
   threads?: number;
   /**

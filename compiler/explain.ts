@@ -9,6 +9,7 @@
 import { printHlo } from "../ir/print.ts";
 import { backendTier, getBackend } from "../runtime/index.ts";
 import { nativeUnavailableReason } from "../runtime/native/backend.ts";
+import { wasmThreadsUnavailable } from "../runtime/wasm/threads.ts";
 import { Module as NNModuleClass, type Module as NNModule } from "../tensor/nn/module.ts";
 import {
   compile,
@@ -59,7 +60,8 @@ export interface Explanation {
   readonly freeVariables: readonly string[];
   /**
    * The backend the program runs on and its numerics tier; `note` says why it is not the
-   * fastest (native unavailable on this machine, or a program native hands to js).
+   * fastest (native unavailable on this machine, a program native hands to js, wasm without
+   * threads here).
    */
   readonly backend: { readonly name: string; readonly tier: string; readonly note?: string };
   toString(): string;
@@ -162,12 +164,15 @@ function explainCall(
   const exe = internals.entries().at(-1)?.exe as { backend?: string; fallback?: string } | undefined;
   const backendName = exe?.backend ?? options.backend ?? getBackend().name;
   const unavailable = nativeUnavailableReason();
-  const note =
-    exe?.fallback !== undefined
-      ? `runs on js: ${exe.fallback}`
-      : backendName !== "native" && options.backend === undefined && unavailable !== undefined
-        ? `native is not available: ${unavailable}`
-        : undefined;
+  const notes: string[] = [];
+  if (exe?.fallback !== undefined) notes.push(`runs on js: ${exe.fallback}`);
+  else if (backendName !== "native" && options.backend === undefined && unavailable !== undefined) {
+    notes.push(`native is not available: ${unavailable}`);
+  }
+  const single = backendName === "wasm" && exe?.fallback === undefined
+    ? wasmThreadsUnavailable() : undefined;
+  if (single !== undefined) notes.push(`runs single-threaded: ${single}`);
+  const note = notes.length > 0 ? notes.join("; ") : undefined;
   const graphs = t.ops === 0 ? 0 : t.opsPerSegment.filter((n) => n > 0).length;
   const e = {
     name: internals.name,

@@ -12,6 +12,7 @@ export interface NodeBuiltins {
   "node:fs": typeof import("node:fs");
   "node:inspector": typeof import("node:inspector");
   "node:module": typeof import("node:module");
+  "node:os": typeof import("node:os");
   "node:path": typeof import("node:path");
   "node:url": typeof import("node:url");
   "node:vm": typeof import("node:vm");

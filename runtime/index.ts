@@ -28,6 +28,18 @@ export {
 } from "./native/backend.ts";
 export { nativeStatus } from "./native/toolchain.ts";
 export { wasmBackend, type WasmExecutable } from "./wasm/backend.ts";
+export {
+  setWasmThreadHost,
+  setWasmThreads,
+  shutdownWasmPool,
+  WASM_WORKER_SOURCE,
+  type WasmThreadHost,
+  wasmThreads,
+  wasmThreadsUnavailable,
+  type WasmWorker,
+  type WasmWorkerInit,
+  withWasmThreads,
+} from "./wasm/threads.ts";
 export { toleranceProblem } from "./tiers.ts";
 export {
   ProgramCache,

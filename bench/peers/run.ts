@@ -70,6 +70,11 @@ import type { CacheResult } from "../../runtime/cache.ts";
 import { compileModule } from "../../runtime/compile.ts";
 import { backendNames, getBackend, ProgramCache } from "../../runtime/index.ts";
 import { nativeThreads, setNativeThreads } from "../../runtime/native/backend.ts";
+import {
+  setWasmThreads,
+  wasmThreads,
+  wasmThreadsUnavailable,
+} from "../../runtime/wasm/threads.ts";
 import { nativeCacheDir } from "../../runtime/native/libcache.ts";
 import { describeCompiler, nativeStatus } from "../../runtime/native/toolchain.ts";
 import {
@@ -631,9 +636,10 @@ interface CompiledRow {
 }
 
 /**
- * Native at one thread and at all threads (the issue's targets are ratios against onnxruntime
- * at the same count), then every other backend (`js`: the historical baseline); native's rows
- * are listed where it is unavailable too, so their notes say why.
+ * Native, then wasm, at one thread and at all threads (the issue's targets are ratios against
+ * onnxruntime at the same count, and wasm's 2 threads against its 1), then every other backend
+ * (`js`: the historical baseline); native's rows are listed where it is unavailable too, so
+ * their notes say why.
  */
 function compiledRows(interpreter: boolean): CompiledRow[] {
   const rows: CompiledRow[] = NATIVE_THREADS.map((threads) => ({
@@ -641,11 +647,28 @@ function compiledRows(interpreter: boolean): CompiledRow[] {
     backend: "native",
     threads,
   }));
-  for (const backend of backendNames()) {
-    if (backend === "native" || (backend === "interpreter" && !interpreter)) continue;
+  const names = backendNames();
+  if (names.includes("wasm")) {
+    for (const threads of NATIVE_THREADS) {
+      rows.push({ runtime: `Kiln compiled (wasm, ${threadsText(threads)})`, backend: "wasm",
+        threads });
+    }
+  }
+  for (const backend of names) {
+    if (backend === "native" || backend === "wasm" ||
+      (backend === "interpreter" && !interpreter)) continue;
     rows.push({ runtime: `Kiln compiled (${backend})`, backend });
   }
   return rows;
+}
+
+/** Sizes the wasm backend's threads (process-wide); a row that cannot have them is skipped. */
+function useWasmThreads(n: number): void {
+  setWasmThreads(n);
+  const got = wasmThreads();
+  if (got !== n) {
+    throw new Skip(`wasm runs ${got} thread(s), not ${n}: ${wasmThreadsUnavailable() ?? "?"}`);
+  }
 }
 
 /** Sizes the native pool (process-wide) and checks the runtime took it. */
@@ -673,6 +696,7 @@ function compiledCandidate(
         if (why !== undefined) throw new Skip(`the native backend is not available: ${why}`);
         useNativeThreads(row.threads ?? THREADS);
       }
+      if (row.backend === "wasm") useWasmThreads(row.threads ?? THREADS);
       return make(row.backend);
     },
   };

@@ -61,7 +61,7 @@ import { conv, planConv } from "../js/kernels_conv.ts";
 import { dotFloat, dotInt, type DotPlan, planDot } from "../js/kernels_dot.ts";
 import { bitcastArray } from "../js/runtime_lib.ts";
 import { relaxedSimdSupported, simdSupported } from "./encode.ts";
-import { addGemm, gemmScratchBytes, runGemm } from "./gemm.ts";
+import { addGemm, gemmScratchBytes, type GemmEpilogue, type GemmThreads, runGemm } from "./gemm.ts";
 import {
   decodeWasmPayload,
   encodeWasmMarker,
@@ -70,12 +70,24 @@ import {
   WASM_CODEGEN_VERSION,
 } from "./payload.ts";
 import { WasmProgramModule } from "./render_wasm.ts";
+import {
+  MAX_WASM_PARTS,
+  PARTS_PER_THREAD,
+  parallelMinWork,
+  poolFor,
+  sharedMemoryProblem,
+  type ThreadedExecutable,
+  threadedExecutable,
+  wasmThreads,
+} from "./threads.ts";
 
 /**
  * Test seams: `simd` false renders every loop scalar (to compare the two paths); `decline`
- * names an opcode the renderer then refuses (to exercise the fall back to js).
+ * names an opcode the renderer then refuses (to exercise the fall back to js); `poison` fills
+ * the results, the arena and the scratch with 0xFF bytes before every run (an element a run
+ * leaves unwritten then shows as NaN or -1 instead of keeping the last run's value).
  */
-export const wasmTesting: { simd: boolean; decline?: string } = { simd: true };
+export const wasmTesting: { simd: boolean; decline?: string; poison?: boolean } = { simd: true };
 
 export interface WasmExecutable extends Executable {
   /** Why the module runs on js instead, when it does. */
@@ -134,11 +146,15 @@ interface Mem {
 // sources, and the memory layout. Compiling makes one from the program (Planner); the disk
 // cache stores it (runtime/wasm/payload.ts); the Linker runs it.
 
-/** A kernel call: its export, its sizes and range extents (program-level index expressions). */
+/**
+ * A kernel call: its export, its sizes and range extents (program-level index expressions), and
+ * the element operations one iteration of its first range does (what decides a split).
+ */
 interface PlanCall {
   readonly fn: string;
   readonly sizes: readonly Ix[];
   readonly range: readonly Ix[];
+  readonly work: number;
 }
 
 interface PlanEpilogue {
@@ -217,7 +233,8 @@ class Planner {
   private readonly comparators: string[] = [];
 
   constructor(readonly program: Program) {
-    this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd, wasmTesting.decline);
+    this.wasm = new WasmProgramModule(simdSupported() && wasmTesting.simd, wasmTesting.decline,
+      sharedMemoryProblem() === undefined);
   }
 
   private take(bytes: number): number {
@@ -300,7 +317,7 @@ class Planner {
   }
 
   private call(c: KernelStep["call"]): PlanCall {
-    return { fn: this.kernel(c.kernel), sizes: c.sizes, range: c.range };
+    return { fn: this.kernel(c.kernel), sizes: c.sizes, range: c.range, work: workPerRow(c.kernel) };
   }
 
   private epilogue(e: DotStep["epilogue"]): PlanEpilogue | undefined {
@@ -349,10 +366,42 @@ class Planner {
   }
 }
 
+/**
+ * Element operations one iteration of a kernel's first range does: the product of the
+ * constant bounds of the loops inside it (64 for one that is not constant), as native's grain.
+ */
+function workPerRow(k: Parameters<typeof scheduleKernel>[0]): number {
+  let work = 1;
+  const visit = (stmts: readonly import("../kernel/kir.ts").Stmt[], inRange: boolean): void => {
+    for (const st of stmts) {
+      if (st.k === "loop") {
+        const n = st.hi.op === "const" && st.lo.op === "const" ? st.hi.v - st.lo.v : 64;
+        if (st.range === undefined && inRange) work *= Math.max(1, n);
+        visit(st.body, inRange || st.range !== undefined);
+        return;
+      }
+    }
+  };
+  visit(k.body, false);
+  return work;
+}
+
+/** Ints a worker's row holds for one call besides its args (threads.ts: ROW_INTS 128). */
+const MAX_PARALLEL_ARGS = 100;
+
+/** Splits `n` items into `parts` contiguous shares: the start of share t. */
+const share = (n: number, parts: number, t: number) => Math.floor((n * t) / parts);
+
 /** Runs a plan over one instance of its module (the step closures, built once). */
 class Linker {
   /** Set once instantiated: the live memory. */
   mem: Mem | undefined;
+  /** The compiled module (what workers instantiate). */
+  wmod: WebAssembly.Module | undefined;
+  /** Threads of the current run (wasmThreads() at its start). */
+  threads = 1;
+  private team: ThreadedExecutable | undefined;
+  private readonly fnIndex = new Map<string, number>();
   private readonly comps: ((params: Int32Array, results: Int32Array) => void)[] = [];
   private readonly less: ((...xs: unknown[]) => boolean)[];
 
@@ -430,6 +479,53 @@ class Linker {
     const v = list[i];
     if (v === undefined) throw new Error(`wasm: the plan has no ${what} ${i}`);
     return v;
+  }
+
+  /** The function index of export `name` (the order workers number them in). */
+  private index(name: string): number {
+    let i = this.fnIndex.get(name);
+    if (i === undefined) {
+      const exps = WebAssembly.Module.exports(this.wmod!).filter((e) => e.kind === "function");
+      exps.forEach((e, j) => this.fnIndex.set(e.name, j));
+      i = this.fnIndex.get(name);
+      if (i === undefined) throw new Error(`wasm: the module exports no function '${name}'`);
+    }
+    return i;
+  }
+
+  /**
+   * One parallel step on `nt` threads: `build` adds each part's calls, taken by the pool's
+   * workers and this thread, after `extra` here; where the pool cannot run (it failed to
+   * start), `extra` and every part run here in turn, which computes the same.
+   */
+  private parStep(nt: number,
+    build: (add: (t: number, fn: number, args: number[]) => void) => void,
+    extra?: () => void): void {
+    const m = this.mem_();
+    if (!this.team) this.team = threadedExecutable(this.wmod!, m.memory, m.exports);
+    const pool = poolFor(this.team, nt);
+    if (!pool) {
+      const fns = this.team.fns;
+      extra?.();
+      build((_t, fn, args) => fns[fn]!(...args));
+      return;
+    }
+    pool.begin(nt);
+    build((t, fn, args) => {
+      if (!pool.call(t, fn, args)) throw new Error(`wasm threads: a call of ${args.length} args does not fit a row`);
+    });
+    pool.run(this.team, extra);
+  }
+
+  /** What a GEMM splits with, for this run (undefined: one thread). */
+  private gemmThreads(): GemmThreads | undefined {
+    if (this.threads < 2) return undefined;
+    return {
+      threads: this.threads,
+      minWork: parallelMinWork(),
+      index: (name) => this.index(name),
+      step: (nt, build, extra) => this.parStep(nt, build, extra),
+    };
   }
 
   private mem_(): Mem {
@@ -516,11 +612,50 @@ class Linker {
     return new ctor(this.mem_().memory.buffer, f.addr[id]!, b.elements);
   }
 
+  /** A kernel call's export and every argument, ranges 0..extent (for a split). */
+  private callArgs(call: PlanCall, args: readonly number[]): (f: Frame) => number[] {
+    const sizes = call.sizes.map((s) => this.ix(s));
+    const ranges = call.range.map((r) => this.ix(r));
+    const a = [...args];
+    return (f) => {
+      const xs: number[] = a.map((b) => f.addr[b]!);
+      for (const s of sizes) xs.push(s(f));
+      for (const r of ranges) xs.push(0, r(f));
+      return xs;
+    };
+  }
+
   private step(s: PlanStep, c: PlanComputation): StepFn {
     switch (s.kind) {
       case "kernel": {
         const k = this.call(s.call, s.args);
-        return (f) => k(f);
+        const nr = s.call.range.length;
+        const nargs = s.args.length + s.call.sizes.length + 2 * nr;
+        if (nr === 0 || nargs > MAX_PARALLEL_ARGS) return (f) => k(f);
+        const argsOf = this.callArgs(s.call, s.args);
+        const work = Math.max(1, s.call.work);
+        const name = s.call.fn;
+        const lo0 = nargs - 2 * nr;
+        return (f) => {
+          if (this.threads < 2) return k(f);
+          const xs = argsOf(f);
+          const ext = xs[lo0 + 1]!;
+          const nt = Math.min(this.threads, ext, Math.floor((ext * work) / parallelMinWork()));
+          if (nt < 2) {
+            this.mem_().exports[name]!(...xs);
+            return;
+          }
+          const fn = this.index(name);
+          const parts = Math.min(ext, nt * PARTS_PER_THREAD, MAX_WASM_PARTS);
+          this.parStep(nt, (add) => {
+            for (let t = 0; t < parts; t++) {
+              const row = xs.slice();
+              row[lo0] = share(ext, parts, t);
+              row[lo0 + 1] = share(ext, parts, t + 1);
+              add(t, fn, row);
+            }
+          });
+        };
       }
       case "copy": {
         if (s.from === s.to) return () => {};
@@ -668,6 +803,31 @@ class Linker {
     };
   }
 
+  /** A per-tile epilogue as an export and its args for rows lo..hi (the GEMM's form). */
+  private gemmEpilogue(s: PlanDot, cols: (f: Frame) => number):
+    ((f: Frame) => GemmEpilogue | null) {
+    const e = s.epilogue;
+    if (!e?.perTile) return () => null;
+    const argsOf = this.callArgs(e.call, e.args);
+    const fn = e.call.fn;
+    return (f) => {
+      const xs = argsOf(f);
+      const n = cols(f);
+      const base = xs.length - 4;
+      return {
+        fn,
+        args: (lo, hi) => {
+          const row = xs.slice();
+          row[base] = lo;
+          row[base + 1] = hi;
+          row[base + 2] = 0;
+          row[base + 3] = n;
+          return row;
+        },
+      };
+    };
+  }
+
   private after(s: PlanDot | PlanConv): StepFn {
     const e = s.epilogue;
     if (!e || e.perTile) return () => {};
@@ -698,9 +858,10 @@ class Linker {
         after(f);
       };
     }
+    const gepi = this.gemmEpilogue(s, n);
     return (f) => {
       runGemm(this.mem_(), plan, f.addr[s.lhs]!, f.addr[s.rhs]!, f.addr[s.out]!,
-        this.plan.scratchAt, epi(f), m(f), n(f), k(f));
+        this.plan.scratchAt, gepi(f), m(f), n(f), k(f), this.gemmThreads());
       after(f);
     };
   }
@@ -750,7 +911,11 @@ function instantiateMem(linker: Linker, module: WebAssembly.Module): Mem {
   const pages = Math.max(1, Math.ceil(plan.totalBytes / PAGE));
   let memory: WebAssembly.Memory;
   try {
-    memory = new WebAssembly.Memory({ initial: pages });
+    // Shared wherever the engine has shared memory (the module imports it so), whatever the
+    // thread count: one module and one memory serve every count.
+    memory = sharedMemoryProblem() === undefined
+      ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true })
+      : new WebAssembly.Memory({ initial: pages });
   } catch (e) {
     throw new Error(
       `wasm: cannot allocate the ${plan.totalBytes}-byte memory of '${plan.name}': ` +
@@ -855,7 +1020,8 @@ function compileStatic(module: Module): WasmExecutable {
   let planner: Planner;
   let plan: WasmPlan;
   try {
-    const program = lowerProgram(module, { backend: "wasm" });
+    // Rows for threads, as native: a kernel's range groups leading dims until it has 16 rows.
+    const program = lowerProgram(module, { backend: "wasm", minRows: 16 });
     planner = new Planner(program);
     planner.layout();
     if (planner.totalBytes > MAX_MEMORY_BYTES) {
@@ -900,6 +1066,7 @@ function executable(
 ): WasmExecutable {
   const linker = new Linker(plan, constants, ext);
   linker.link();
+  linker.wmod = wmod;
   linker.mem = instantiateMem(linker, wmod);
   const params = module.entry.parameters.map((p) => p.shape);
   const root = module.entry.root.shape;
@@ -927,6 +1094,11 @@ function executable(
       args.forEach((d, i) => {
         m.u8.set(new Uint8Array(d.buffer, d.byteOffset, plan.paramBytes[i]!), paramAt[i]!);
       });
+      if (wasmTesting.poison) {
+        m.u8.fill(0xff, resultAt.length > 0 ? Math.min(resultAt[0]!, plan.arenaAt) : plan.arenaAt,
+          plan.totalBytes);
+      }
+      linker.threads = wasmThreads();
       linker.run(paramAt, resultAt);
       const results: LiteralData[] = [];
       allocResults(root, results);
@@ -1038,7 +1210,7 @@ function deserializeWasm(module: Module, payload: Uint8Array): WasmExecutable {
 /** What else decides the generated module on this engine: the features it was built with. */
 function wasmCacheKeyParts(): string {
   return `wasm codegen ${WASM_CODEGEN_VERSION}; simd128 ${simdSupported() && wasmTesting.simd}; ` +
-    `relaxed-simd ${relaxedSimdSupported()}`;
+    `relaxed-simd ${relaxedSimdSupported()}; shared-memory ${sharedMemoryProblem() === undefined}`;
 }
 
 let availableMemo: boolean | undefined;

@@ -12,6 +12,7 @@
 
 import type { DotPlan } from "../js/kernels_dot.ts";
 import { Fn, type ModuleBuilder, relaxedSimdSupported } from "./encode.ts";
+import { MAX_WASM_PARTS, PARTS_PER_THREAD } from "./threads.ts";
 
 /** Columns per cache block of packed B. */
 export const GEMM_NB = 128;
@@ -21,11 +22,11 @@ const NR = 8;
 
 const TILE_BYTES = MR * NR * 4;
 
-/** Scratch bytes a plan's packing needs (packed B, packed A, the edge tile). */
+/** Scratch bytes a plan's packing needs (packed B, packed A, an edge tile per part). */
 export function gemmScratchBytes(p: DotPlan): number {
   const nP = Math.ceil(p.N / NR) * NR;
   const mP = Math.ceil(p.M / MR) * MR;
-  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES + 64;
+  return 4 * (nP * p.K + mP * p.K) + TILE_BYTES * MAX_WASM_PARTS + 64;
 }
 
 /** Adds the exported function `gemm(ap, bp, c, M, N, K, ldc, tp)` to a module. */
@@ -143,14 +144,17 @@ export function addGemm(mb: ModuleBuilder, fma = relaxedSimdSupported()): void {
   mb.addFunction(f, "gemm");
   mb.addFunction(packBFn(), "gemm_pack_b");
   mb.addFunction(packBtFn(), "gemm_pack_bt");
+  mb.addFunction(packBtFn(MR), "gemm_pack_a");
+  mb.addFunction(packBFn(MR), "gemm_pack_at");
 }
 
 /**
  * `gemm_pack_bt(src, dst, K, panels, ldb)`: the full 8-column panels of a B stored
  * transposed (column n at src + n ldb floats, k contiguous: `x @ W^T` with W [N, K]) into
- * [panels][K][8]: eight row pointers, one f32 each per k.
+ * [panels][K][8]: eight row pointers, one f32 each per k. With width 4, `gemm_pack_a`: the
+ * full 4-row panels of a row-major A (row m at src + m lda floats) into [panels][K][4].
  */
-function packBtFn(): Fn {
+function packBtFn(NR = 8): Fn {
   const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
   const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
   const jp = f.local("i32");
@@ -183,9 +187,11 @@ function packBtFn(): Fn {
 
 /**
  * `gemm_pack_b(src, dst, K, panels, ldb)`: the full 8-column panels of a row-major B (row
- * stride ldb floats) into [panels][K][8], two v128 copies per row and panel.
+ * stride ldb floats) into [panels][K][8], two v128 copies per row and panel. With width 4,
+ * `gemm_pack_at`: the full 4-row panels of a transposed A (element (m, k) at src + k lda + m)
+ * into [panels][K][4], one v128 copy each.
  */
-function packBFn(): Fn {
+function packBFn(NR = 8): Fn {
   const f = new Fn(Array.from({ length: 5 }, () => "i32" as const), []);
   const [src, dst, K, panels, ldb] = [0, 1, 2, 3, 4];
   const jp = f.local("i32");
@@ -196,13 +202,13 @@ function packBFn(): Fn {
   f.localGet(dst).localSet(d);
   f.block().loop(); // jp
   f.localGet(jp).localGet(panels).i32GeS().brIf(1);
-  f.localGet(src).localGet(jp).i32Const(5).i32Shl().i32Add().localSet(s);
+  f.localGet(src).localGet(jp).i32Const(NR === 8 ? 5 : 4).i32Shl().i32Add().localSet(s);
   f.localGet(K).localSet(k);
   f.block().loop(); // k
   f.localGet(k).i32Eqz().brIf(1);
   f.localGet(d).localGet(s).v128Load().v128Store();
-  f.localGet(d).localGet(s).v128Load(16).v128Store(16);
-  f.localGet(d).i32Const(32).i32Add().localSet(d);
+  if (NR === 8) f.localGet(d).localGet(s).v128Load(16).v128Store(16);
+  f.localGet(d).i32Const(NR * 4).i32Add().localSet(d);
   f.localGet(s).localGet(ldb).i32Const(2).i32Shl().i32Add().localSet(s);
   f.localGet(k).i32Const(1).i32Sub().localSet(k);
   f.br(0).end().end();
@@ -212,6 +218,27 @@ function packBFn(): Fn {
 }
 
 const layouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+const aLayouts = new WeakMap<DotPlan, { kind: "rows" | "cols" | "other"; ld: number }>();
+
+/**
+ * How A is laid out per batch: row-major over (m, k) (`rows`: aM[m] = m lda, aK[k] = k, packed
+ * by gemm_pack_a), transposed (`cols`: aM[m] = m, aK[k] = k lda, by gemm_pack_at), or neither
+ * (packed from the offset tables by JavaScript).
+ */
+function aLayout(p: DotPlan): { kind: "rows" | "cols" | "other"; ld: number } {
+  const { M, K, aM, aK } = p;
+  if (aM[0] !== 0 || aK[0] !== 0) return { kind: "other", ld: 0 };
+  const ldr = M > 1 ? aM[1]! : K;
+  let rows = ldr >= K;
+  for (let k = 0; rows && k < K; k++) rows = aK[k] === k;
+  for (let m = 0; rows && m < M; m++) rows = aM[m] === m * ldr;
+  if (rows) return { kind: "rows", ld: ldr };
+  const ldc = K > 1 ? aK[1]! : M;
+  let cols = ldc >= M;
+  for (let m = 0; cols && m < M; m++) cols = aM[m] === m;
+  for (let k = 0; cols && k < K; k++) cols = aK[k] === k * ldc;
+  return cols ? { kind: "cols", ld: ldc } : { kind: "other", ld: 0 };
+}
 
 /**
  * How B is laid out per batch: row-major over (k, n) (`rows`: bK[k] = k ldb, bN[n] = n),
@@ -243,11 +270,40 @@ interface GemmMem {
   readonly exports: Record<string, (...args: number[]) => void>;
 }
 
+/** A kernel call that runs on finished rows lo..hi (a per-tile epilogue): export and args. */
+export interface GemmEpilogue {
+  readonly fn: string;
+  args(lo: number, hi: number): number[];
+}
+
+/**
+ * How a GEMM splits across threads (backend.ts makes one per run): the thread count, the work
+ * from which a split pays, and one parallel step on nt threads — `add(part, fn, args)` puts a
+ * call in part `part`'s row (parts are taken by whichever thread is free, each runs its calls
+ * in order); `extra` runs on this thread before it takes parts.
+ */
+export interface GemmThreads {
+  readonly threads: number;
+  readonly minWork: number;
+  index(name: string): number;
+  step(nt: number, build: (add: (t: number, fn: number, args: number[]) => void) => void,
+    extra?: () => void): void;
+}
+
+/** Most ints of one row a GEMM step may need besides its epilogue's args. */
+const ROW_BUDGET = 120;
+
+/** Splits `n` items into `parts` contiguous shares: the start of share t. */
+const share = (n: number, parts: number, t: number) => Math.floor((n * t) / parts);
+
 /**
  * Runs an f32 dot over the memory: A, B and out are byte addresses of the operands (laid out
  * as the plan says) and of the [batch, M, N] output; rows m < mLim, columns n < nLim and
- * contracting positions k < kLim are computed (extent hints, as the js kernel). `epi(lo, hi)`
- * runs on each batch's finished rows.
+ * contracting positions k < kLim are computed (extent hints, as the js kernel). `epi` runs on
+ * each batch's finished rows. With `par`, a batch big enough is split across threads: by row
+ * panels (B packed first, in a step of its own, then each thread's rows and their epilogue),
+ * or by column panels where there are too few rows. Each output element is computed by one
+ * thread with the same operations in the same order, so the bits do not depend on the split.
  */
 export function runGemm(
   mem: GemmMem,
@@ -256,10 +312,11 @@ export function runGemm(
   B: number,
   out: number,
   scratch: number,
-  epi: ((lo: number, hi: number) => void) | null,
+  epi: GemmEpilogue | null,
   mLim = p.M,
   nLim = p.N,
   kLim = p.K,
+  par?: GemmThreads,
 ): void {
   const { nb, M, N, K, aB, aM, aK, bB, bK, bN } = p;
   const Mc = mLim < M ? mLim : M;
@@ -279,30 +336,133 @@ export function runGemm(
   const gemm = mem.exports["gemm"]!;
   let lay = layouts.get(p);
   if (lay === undefined) layouts.set(p, (lay = bLayout(p)));
-  const packB = mem.exports[lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt"]!;
+  const packName = lay.kind === "rows" ? "gemm_pack_b" : "gemm_pack_bt";
+  const packB = mem.exports[packName]!;
   const full = lay.kind !== "other" ? Nc >> 3 : 0;
+  const ld = lay.ld;
+  let layA = aLayouts.get(p);
+  if (layA === undefined) aLayouts.set(p, (layA = aLayout(p)));
+  const packAName = layA.kind === "rows" ? "gemm_pack_a" : "gemm_pack_at";
+  const packA = mem.exports[packAName]!;
+  const fullA = layA.kind !== "other" ? Mc >> 2 : 0;
+  const lda = layA.ld;
+  /** The byte address of A's full panel q in batch base ab (a float index). */
+  const aPanelSrc = (ab: number, q: number) =>
+    (ab + (layA.kind === "rows" ? q * MR * lda : q * MR)) * 4;
+  /** The byte address of B's full panel q in batch base bb (a float index). */
+  const panelSrc = (bb: number, q: number) =>
+    (bb + (lay.kind === "rows" ? q * NR : q * NR * ld)) * 4;
+  const epiCall = epi ? (lo: number, hi: number) => mem.exports[epi.fn]!(...epi.args(lo, hi))
+    : null;
+  // Threads for a batch: enough work per thread, and a row that holds the calls.
+  let nt = 1;
+  if (par && par.threads > 1) {
+    const byWork = Math.floor((Mc * Nc * Kc) / Math.max(1, par.minWork));
+    const rowFits = epi === null || 4 + epi.args(0, 0).length <= ROW_BUDGET;
+    nt = rowFits ? Math.min(par.threads, byWork, Math.max(mP, nP)) : 1;
+  }
+  const byRows = mP >= nt || mP >= nP;
   for (let b = 0; b < nb; b++) {
     const bb = b0 + bB[b]!;
-    // B panels [nP][Kc][8], zero past Nc: full panels of a row-major or transposed B by wasm,
-    // the rest here.
-    if (full > 0) packB(bb * 4, bp, Kc, full, lay.ld);
-    for (let k = 0; k < Kc; k++) {
-      const bk = bb + bK[k]!;
-      for (let n = full * NR; n < nP * NR; n++) {
-        f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
-      }
-    }
     const ab = a0 + aB[b]!;
-    for (let m = 0; m < mP * MR; m++) {
-      const o = api + (m >> 2) * Kc * MR + (m & 3);
-      if (m < Mc) {
-        const am = ab + aM[m]!;
-        for (let k = 0; k < Kc; k++) f32[o + k * MR] = f32[am + aK[k]!]!;
-      } else {
-        for (let k = 0; k < Kc; k++) f32[o + k * MR] = 0;
+    const c0 = out + b * M * N * 4;
+    // The parts packed here by JavaScript: B's panels past the full ones (zero past Nc), and
+    // A's (rows past its full panels, zero past Mc).
+    const packRest = () => {
+      for (let k = 0; k < Kc; k++) {
+        const bk = bb + bK[k]!;
+        for (let n = full * NR; n < nP * NR; n++) {
+          f32[bpi + (n >> 3) * Kc * NR + k * NR + (n & 7)] = n < Nc ? f32[bk + bN[n]!]! : 0;
+        }
       }
+      for (let m = fullA * MR; m < mP * MR; m++) {
+        const o = api + (m >> 2) * Kc * MR + (m & 3);
+        if (m < Mc) {
+          const am = ab + aM[m]!;
+          for (let k = 0; k < Kc; k++) f32[o + k * MR] = f32[am + aK[k]!]!;
+        } else {
+          for (let k = 0; k < Kc; k++) f32[o + k * MR] = 0;
+        }
+      }
+    };
+    if (nt < 2 || !par) {
+      if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
+      if (fullA > 0) packA(aPanelSrc(ab, 0), ap, Kc, fullA, lda);
+      packRest();
+      gemm(ap, bp, c0, Mc, Nc, Kc, N, tp);
+      if (epiCall) epiCall(b * M, b * M + Mc);
+      continue;
     }
-    gemm(ap, bp, out + b * M * N * 4, Mc, Nc, Kc, N, tp);
-    if (epi) epi(b * M, b * M + Mc);
+    const fGemm = par.index("gemm");
+    const fPack = par.index(packName);
+    const fPackA = par.index(packAName);
+    const fEpi = epi ? par.index(epi.fn) : -1;
+    if (byRows) {
+      // Step 1: B's full panels split across threads, the rest (and A) here meanwhile.
+      const n1 = Math.min(nt, full);
+      if (n1 >= 2) {
+        const parts = Math.min(full, n1 * PARTS_PER_THREAD, MAX_WASM_PARTS);
+        par.step(n1, (add) => {
+          for (let t = 0; t < parts; t++) {
+            const q0 = share(full, parts, t);
+            const q1 = share(full, parts, t + 1);
+            if (q1 > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, q1 - q0, ld]);
+          }
+        }, packRest);
+      } else {
+        if (full > 0) packB(panelSrc(bb, 0), bp, Kc, full, ld);
+        packRest();
+      }
+      // Step 2: parts of row panels: A's packed, the rows computed, then their epilogue.
+      const n2 = Math.min(nt, mP);
+      const parts = Math.min(mP, n2 * PARTS_PER_THREAD, MAX_WASM_PARTS);
+      par.step(n2, (add) => {
+        for (let t = 0; t < parts; t++) {
+          const r0 = share(mP, parts, t) * MR;
+          const r1 = Math.min(Mc, share(mP, parts, t + 1) * MR);
+          if (r1 <= r0) continue;
+          const qa0 = share(mP, parts, t);
+          const qa1 = Math.min(share(mP, parts, t + 1), fullA);
+          if (qa1 > qa0) {
+            add(t, fPackA, [aPanelSrc(ab, qa0), ap + qa0 * Kc * MR * 4, Kc, qa1 - qa0, lda]);
+          }
+          add(t, fGemm, [ap + r0 * Kc * 4, bp, c0 + r0 * N * 4, r1 - r0, Nc, Kc, N,
+            tp + t * TILE_BYTES]);
+          if (epi) add(t, fEpi, epi.args(b * M + r0, b * M + r1));
+        }
+      });
+    } else {
+      // Too few rows: A's full panels split across threads (the partial panels here), then
+      // each thread packs its full B panels and computes its columns; the epilogue after.
+      const n1 = Math.min(nt, fullA);
+      if (n1 >= 2) {
+        const parts = Math.min(fullA, n1 * PARTS_PER_THREAD, MAX_WASM_PARTS);
+        par.step(n1, (add) => {
+          for (let t = 0; t < parts; t++) {
+            const q0 = share(fullA, parts, t);
+            const q1 = share(fullA, parts, t + 1);
+            if (q1 > q0) add(t, fPackA, [aPanelSrc(ab, q0), ap + q0 * Kc * MR * 4, Kc, q1 - q0, lda]);
+          }
+        }, packRest);
+      } else {
+        if (fullA > 0) packA(aPanelSrc(ab, 0), ap, Kc, fullA, lda);
+        packRest();
+      }
+      const n2 = Math.min(nt, nP);
+      const parts = Math.min(nP, n2 * PARTS_PER_THREAD, MAX_WASM_PARTS);
+      par.step(n2, (add) => {
+        for (let t = 0; t < parts; t++) {
+          const q0 = share(nP, parts, t);
+          const q1 = share(nP, parts, t + 1);
+          if (q1 <= q0) continue;
+          const fq = Math.min(q1, full);
+          if (fq > q0) add(t, fPack, [panelSrc(bb, q0), bp + q0 * Kc * NR * 4, Kc, fq - q0, ld]);
+          const cEnd = Math.min(Nc, q1 * NR);
+          add(t, fGemm, [ap, bp + q0 * Kc * NR * 4, c0 + q0 * NR * 4, Mc, cEnd - q0 * NR, Kc, N,
+            tp + t * TILE_BYTES]);
+        }
+      });
+      if (epiCall) epiCall(b * M, b * M + Mc);
+    }
   }
 }

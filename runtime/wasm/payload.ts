@@ -37,7 +37,7 @@ import {
  * whenever codegen changes what a plan or a kernel's exports mean, so entries written by an
  * older codegen are rejected and recompiled instead of run.
  */
-export const WASM_CODEGEN_VERSION = 1;
+export const WASM_CODEGEN_VERSION = 3;
 
 const MAGIC = "KILNWAPG";
 /** magic, version, flags, three lengths. */

@@ -1223,8 +1223,14 @@ export class WasmProgramModule {
     readonly simd = true,
     /** An opcode to refuse (a test seam: wasmTesting.decline). */
     readonly declineOp?: string,
+    /**
+     * Import a shared memory (threads.ts: wherever the engine has one, at every thread count;
+     * declared up to 2 GiB, the most a plan lays out, so one module fits any memory).
+     */
+    shared = false,
   ) {
-    this.builder.importMemory(0);
+    if (shared) this.builder.importMemory(0, 32768, true);
+    else this.builder.importMemory(0);
   }
 
   /** The export name of `sk`'s function (added unless an identical one is there). */
