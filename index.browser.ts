@@ -26,4 +26,4 @@ export { kilnEnv } from "./util/process.browser.ts";
 // their free variables are the library's imports and constants, so compile() need not read them
 // (it cannot here: there is no node:inspector). test/browser/library.test.ts checks that claim
 // against the Node analysis of the original files, class by class.
-markLibraryCode([nn, ...Object.values(models).filter((m) => typeof m === "object")]);
+markLibraryCode(nn.Module, [nn, ...Object.values(models).filter((m) => typeof m === "object")]);

@@ -71,6 +71,9 @@ export async function buildBrowser(outDir = join(ROOT, "dist/browser")): Promise
     metafile: true,
     logLevel: "warning",
     legalComments: "none",
+    // Class names as written: compiler/library_code.ts names methods by class, and module
+    // names (className(), guards, errors) read as in Node.
+    keepNames: true,
   });
   const inputs = Object.keys((result.metafile as Metafile).inputs);
   const native = inputs.filter(
