@@ -44,7 +44,11 @@ import {
 export { DISCARD_REASONS, FORMAT_VERSION, defaultProgramDir, kilnCacheRoot };
 export type { DiscardReason, DiskEntry, ProgramKey };
 
-/** The running Kiln's version: part of every cache key, so an upgrade never runs old code. */
+/**
+ * The running Kiln: its version and build id (runtime/build_id.ts), as `0.1.0+<16 hex>`. Part of
+ * every cache key, so neither an upgrade nor a changed pass or code generator between releases
+ * ever runs another build's programs: their entries are stale.
+ */
 export const KILN_VERSION = readKilnVersion();
 
 /** The default disk budget. */

@@ -34,13 +34,16 @@ export {
 export const diskCacheUnavailable: string | undefined =
   "the browser build has no file system: programs are cached in memory only";
 
-/** Kiln's version, from its package.json (bundled: the browser reads no files). */
+/** The build id of the bundled sources (runtime/build_id.ts), set by scripts/build_browser.ts. */
+declare const __KILN_BUILD_ID__: string;
+
+/** Kiln's version and build id, `0.1.0+<16 hex>`, as in Node (both bundled: no files here). */
 export function readKilnVersion(): string {
   const v: unknown = (pkg as { version?: unknown }).version;
   if (typeof v !== "string") {
     throw new Error("Kiln's package.json has no version string; the program cache needs one");
   }
-  return v;
+  return `${v}+${__KILN_BUILD_ID__}`;
 }
 
 function noDisk(what: string): never {

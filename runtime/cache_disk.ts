@@ -40,6 +40,8 @@ import {
 } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sourceBuildId } from "./build_id.ts";
 import {
   DISCARD_REASONS,
   type DiscardReason,
@@ -275,15 +277,25 @@ export function nextStamp(): number {
 /** Why this build has no disk cache (undefined: it has one; the browser build says why not). */
 export const diskCacheUnavailable: string | undefined = undefined;
 
-/** Kiln's version, from its package.json (one directory above runtime/, in dist/ too). */
+/**
+ * Kiln's version and build id, `0.1.0+<16 hex>`, from its package.json (one directory above
+ * runtime/, in dist/ too): the published build carries its build id (scripts/build.ts); a
+ * source checkout hashes itself (runtime/build_id.ts).
+ */
 export function readKilnVersion(): string {
-  const text = readFileSync(new URL("../package.json", import.meta.url), "utf8");
+  const root = new URL("..", import.meta.url);
+  const text = readFileSync(new URL("package.json", root), "utf8");
   const pkg: unknown = JSON.parse(text);
-  if (typeof pkg === "object" && pkg !== null && "version" in pkg) {
-    const v = (pkg as { version: unknown }).version;
-    if (typeof v === "string") return v;
+  if (typeof pkg !== "object" || pkg === null || !("version" in pkg)) {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
   }
-  throw new Error("Kiln's package.json has no version string; the program cache needs one");
+  const v = (pkg as { version: unknown }).version;
+  if (typeof v !== "string") {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
+  }
+  const b = (pkg as { build?: unknown }).build;
+  const build = typeof b === "string" ? b : sourceBuildId(fileURLToPath(root));
+  return `${v}+${build}`;
 }
 
 /**

@@ -5,13 +5,15 @@
 //   - runtime/native/csrc/ (the native backend's C runtime, read relative to toolchain.ts and
 //     addon.ts),
 //   - cli/kiln.js (the `bin`; it runs dist/cli/main.js),
-//   - a package.json with the type and version (runtime/cache.ts reads `../package.json` for
-//     the version in every cache key; it also marks dist/ as ESM on its own).
+//   - a package.json with the type, the version and the build id (runtime/cache.ts reads
+//     `../package.json` for both, which go into every cache key; it also marks dist/ as ESM on
+//     its own).
 
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import { sourceBuildId } from "../runtime/build_id.ts";
 
 const root = join(import.meta.dirname, "..");
 const dist = join(root, "dist");
@@ -32,7 +34,9 @@ cpSync(csrc, join(dist, "runtime/native/csrc"), {
 copyFileSync(join(root, "cli/kiln.js"), join(dist, "cli/kiln.js"));
 chmodSync(join(dist, "cli/kiln.js"), 0o755);
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
+// The build id of the sources compiled (runtime/build_id.ts): dist/ has no .ts files to hash.
+const build = sourceBuildId(root);
 writeFileSync(
   join(dist, "package.json"),
-  `${JSON.stringify({ type: "module", version: pkg.version, private: true }, null, 2)}\n`,
+  `${JSON.stringify({ type: "module", version: pkg.version, build, private: true }, null, 2)}\n`,
 );

@@ -13,6 +13,7 @@
 import { build, type Metafile, type Plugin } from "esbuild";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { sourceBuildId } from "../runtime/build_id.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 
@@ -67,6 +68,8 @@ export async function buildBrowser(outDir = join(ROOT, "dist/browser")): Promise
     target: ["es2022", "chrome114", "firefox120", "safari17"],
     sourcemap: true,
     inject: [join(ROOT, "util/process.browser.ts")],
+    // The program cache's keys carry the build id of the sources bundled, as Node's do.
+    define: { __KILN_BUILD_ID__: JSON.stringify(sourceBuildId(ROOT)) },
     plugins: [noNodeBuiltins, browserVariants],
     metafile: true,
     logLevel: "warning",

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSafetensors, noGrad, readSafetensors, tensor } from "../../index.ts";
 import { GPT2 } from "../../models/gpt2.ts";
+import { KILN_VERSION } from "../../runtime/cache.ts";
 import { buildBrowser, type BrowserBuild } from "../../scripts/build_browser.ts";
 import { makeWeights } from "../../examples/browser/make_weights.ts";
 import { sha256 } from "../../util/sha256.ts";
@@ -71,7 +72,7 @@ describe("the bundle", () => {
       gpt2: { tokens: number[]; mode: string; compiles: number; recompiles: string[] };
       backends: string[];
       analysis: string;
-      cache: { memory: boolean; disk: boolean; memoryEntries: number };
+      cache: { kilnVersion: string; memory: boolean; disk: boolean; memoryEntries: number };
       dirError: string;
     };
     expect(r.globals).toEqual(["undefined", "undefined", "undefined", "undefined"]);
@@ -107,7 +108,8 @@ describe("the bundle", () => {
         "(sizes 0 and 1 always are))",
     ]);
     // Memory-only caching; a directory is refused with the reason.
-    expect(r.cache).toMatchObject({ memory: true, disk: false });
+    // The same version and build id as Node's keys (the same sources), memory-only caching.
+    expect(r.cache).toMatchObject({ kilnVersion: KILN_VERSION, memory: true, disk: false });
     expect(r.cache.memoryEntries).toBeGreaterThan(0);
     expect(r.dirError).toContain("the browser build has no file system");
   }, 180_000);
