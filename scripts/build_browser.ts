@@ -65,7 +65,7 @@ export async function buildBrowser(outDir = join(ROOT, "dist/browser")): Promise
     format: "esm",
     platform: "browser",
     // WebAssembly SIMD128 and top-level await are needed anyway (docs/runtime.md).
-    target: ["es2022", "chrome114", "firefox120", "safari17"],
+    target: "es2022",
     sourcemap: true,
     inject: [join(ROOT, "util/process.browser.ts")],
     // The program cache's keys carry the build id of the sources bundled, as Node's do.
