@@ -26,7 +26,7 @@ import {
   operandParameter,
 } from "../tensor/dispatch.ts";
 import type { DType, Scalar } from "../tensor/dtype.ts";
-import { lazyScopeMode, type LazyOptions } from "../tensor/lazy.ts";
+import { lazyScopeMode, leaveRegion, type LazyOptions } from "../tensor/lazy.ts";
 import { Module as NNModule, Parameter } from "../tensor/nn/module.ts";
 import { collectIndexChecks, type IndexCheck } from "../tensor/index_checks.ts";
 import { defaultGenerator, type Generator } from "../tensor/random.ts";
@@ -573,6 +573,8 @@ export class Tracer {
    * undoWrites() takes them back when a program is to run the call instead.
    */
   restore(): void {
+    // The trace's pending ops are its own: not part of any later lazy() region.
+    leaveRegion(this.inner);
     for (const [t, impl] of this.swapped) {
       if (t.impl instanceof TracedInputImpl || t.impl instanceof ConcreteImpl) t.impl = impl;
       else this.inPlace.push([t, impl]);

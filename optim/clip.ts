@@ -9,6 +9,7 @@ import { hyper } from "./optimizer.ts";
 import { clamp } from "../tensor/ops/elementwise.ts";
 import { norm } from "../tensor/ops/reduction.ts";
 import { stack } from "../tensor/ops/shape.ts";
+import { runModuleCall } from "../tensor/module_calls.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 
 function grads(params: Iterable<Tensor>): Tensor[] {
@@ -25,15 +26,21 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
   if (!(normType > 0)) throw new Error(`normType must be positive, got ${normType}`);
   const gs = grads(list);
   if (gs.length === 0) return hyper(0);
-  const total = norm(stack(gs.map((g) => norm(g, normType))), normType);
-  const coef = clamp(div(hyper(maxNorm), add(total, hyper(1e-6))), undefined, hyper(1));
-  for (const p of list) if (p.grad !== null) p.grad = mul(p.grad, coef);
-  return total;
+  // One call for lazy mode's cuts (tensor/module_calls.ts): the same ops per grad are not a
+  // loop's iterations.
+  return runModuleCall(() => {
+    const total = norm(stack(gs.map((g) => norm(g, normType))), normType);
+    const coef = clamp(div(hyper(maxNorm), add(total, hyper(1e-6))), undefined, hyper(1));
+    for (const p of list) if (p.grad !== null) p.grad = mul(p.grad, coef);
+    return total;
+  });
 }
 
 /** Clamps every grad elementwise to [-clipValue, clipValue] (the bounds as 0-d operands). */
 export function clipGradValue(params: Iterable<Tensor>, clipValue: number): void {
   const lo = hyper(-clipValue);
   const hi = hyper(clipValue);
-  for (const p of params) if (p.grad !== null) p.grad = clamp(p.grad, lo, hi);
+  runModuleCall(() => {
+    for (const p of params) if (p.grad !== null) p.grad = clamp(p.grad, lo, hi);
+  });
 }

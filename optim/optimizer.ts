@@ -11,6 +11,7 @@
 // call fills by running prepareStep again (compiler/trace.ts), and guards `captureKey`, what the
 // update's code branches on.
 
+import { runModuleCall } from "../tensor/module_calls.ts";
 import { tensor, zerosLike } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { allocateStorage } from "../tensor/dtype.ts";
@@ -160,7 +161,9 @@ export abstract class Optimizer {
         const values = this.prepareStep(params);
         scalars = (i) => hyper(values[i]!);
       }
-      this.update(params, scalars);
+      // One call for lazy mode's cuts (tensor/module_calls.ts): the same update per parameter
+      // is not a loop's iterations.
+      runModuleCall(() => this.update(params, scalars));
     });
   }
 

@@ -15,6 +15,7 @@
 // With createGraph the backward ops are themselves recorded (their derivative is again the
 // reverse sweep of their lowering), which gives higher-order gradients.
 
+import { runModuleCall } from "./module_calls.ts";
 import type { Instruction } from "../ir/module.ts";
 import type { ArrayShape } from "../ir/shape.ts";
 import { AutodiffError, type Ct, reverseSweep } from "../passes/autodiff.ts";
@@ -314,12 +315,16 @@ export function backward(
         if (!t.requiresGrad) throw new OpError("backward", `an input does not require grad`);
       }
     }
-    const found = run(roots, seeds, options, targets);
-    withGradMode(options.createGraph === true, () => {
-      for (const [t, g] of found) {
-        if (t.gradFn !== null) continue; // a non-leaf in `inputs` (retained below)
-        t.grad = t.grad === null ? g : add(t.grad, g);
-      }
+    // One call for lazy mode's cuts (tensor/module_calls.ts): the sweep over a model's layers
+    // repeats the same ops per layer, and cutting there would make one step many programs.
+    runModuleCall(() => {
+      const found = run(roots, seeds, options, targets);
+      withGradMode(options.createGraph === true, () => {
+        for (const [t, g] of found) {
+          if (t.gradFn !== null) continue; // a non-leaf in `inputs` (retained below)
+          t.grad = t.grad === null ? g : add(t.grad, g);
+        }
+      });
     });
   } catch (e) {
     throw e instanceof Error ? locateHere(e) : e;
@@ -346,15 +351,19 @@ export function grad(
       if (!t.requiresGrad) throw new OpError("grad", `input ${k} does not require grad`);
     }
     const seeds = seedsFor("grad", roots, gradOutputs);
-    const found = run(roots, seeds, options, ins);
-    return ins.map((t, k) => {
-      const g = found.get(t);
-      if (g !== undefined) return g;
-      if (options.allowUnused === true) return null;
-      throw new OpError(
-        "grad",
-        `input ${k} was not used to compute the outputs (pass allowUnused: true to get null)`,
-      );
+    // One call for lazy mode's cuts (tensor/module_calls.ts), as in backward; its gradients are
+    // what it returns, so a cut returns them.
+    return runModuleCall(() => {
+      const found = run(roots, seeds, options, ins);
+      return ins.map((t, k) => {
+        const g = found.get(t);
+        if (g !== undefined) return g;
+        if (options.allowUnused === true) return null;
+        throw new OpError(
+          "grad",
+          `input ${k} was not used to compute the outputs (pass allowUnused: true to get null)`,
+        );
+      });
     });
   } catch (e) {
     throw e instanceof Error ? locateHere(e) : e;

@@ -1317,6 +1317,22 @@ export function lazyScopeMode(options?: LazyOptions): DispatchMode {
   return new LazyMode(new LazyScope(mergedOptions(options)));
 }
 
+/**
+ * Takes the pending ops a finished `lazyScopeMode` scope recorded out of the region (compile()'s
+ * trace, when the capture ends): they stay pending — observing one still computes it and what
+ * it needs — but a later scope's cut must not take them along. Without this, the ops of a trace
+ * its program made unneeded (the trace's whole graph, when the first call's values came from
+ * the compiled program) sat in the region, and the next lazy() loop's first repeat cut computed
+ * them all again as if they were its own iteration.
+ */
+export function leaveRegion(mode: DispatchMode): void {
+  if (!(mode instanceof LazyMode) || region.length === 0) return;
+  const scope = mode.scope;
+  if (!region.some((x) => x.scope === scope)) return;
+  const rest = region.filter((x) => x.scope !== scope);
+  setRegion(rest, rest.length > 0 && regionAligned);
+}
+
 let globalSaved: DispatchMode | undefined;
 
 /**
