@@ -123,3 +123,13 @@ it("the browser's SHA-256 gives node:crypto's digests (fingerprints agree)", () 
   const text = "ENTRY main.3 { p = f32[2]{0} parameter(0) } — é 日本";
   expect(sha256(text)).toBe(createHash("sha256").update(text).digest("hex"));
 });
+
+it("runtime/index.browser.ts exports what runtime/index.ts does, less the native backend's", async () => {
+  const node = Object.keys(await import("../../runtime/index.ts")).sort();
+  const browser = Object.keys(await import("../../runtime/index.browser.ts")).sort();
+  const native = ["nativeBackend", "nativeProfile", "nativeStatus", "nativeThreads",
+    "setNativeThreads", "withNativeThreads"];
+  expect(browser).toEqual(node.filter((k) => !native.includes(k)));
+  for (const k of native) expect(node, k).toContain(k);
+});
+
