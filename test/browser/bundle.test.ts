@@ -69,6 +69,7 @@ describe("the bundle", () => {
       fn: { mode: string; compiles: number; hits: number; diffs: number[]; backend: string;
         specialized: string[] };
       free: { first: number[]; second: number[]; mode: string; reasons: string[] };
+      userModule: { mode: string; compiles: number; hits: number };
       gpt2: { tokens: number[]; mode: string; compiles: number; recompiles: string[] };
       backends: string[];
       analysis: string;
@@ -91,6 +92,7 @@ describe("the bundle", () => {
       reasons: ["reads the free variable `scale`, which compile() cannot read here to guard " +
         "(node:inspector is not available here)"],
     });
+    expect(r.userModule).toEqual({ mode: "graph", compiles: 1, hits: 1 });
     // GPT-2 (Kiln's own class: its module-level names are trusted, library.test.ts): graph
     // mode, prompt and step programs, the tokens Node computes from the same bytes.
     const file = readFileSync(weights);
