@@ -15,6 +15,7 @@ import { boundTarget, locateOriginal } from "./analyze_locate.ts";
 import { tidy, type Analysed, type SourceAnalysis } from "./analyze_core.ts";
 import { analyseRequest } from "./analyze_host.ts";
 import { isKilnFile } from "./analyze_walk.ts";
+import { isLibraryCode } from "./library_code.ts";
 
 export type { SideEffectKind } from "./analyze_rules.ts";
 export type { BindingKind, DataDependent, FreeVariable, SideEffect } from "./analyze_walk.ts";
@@ -137,10 +138,21 @@ function analyseUncached(fn: Function): Analysed {
   }
   if (fnText !== undefined && /\{\s*\[native code\]\s*\}\s*$/.test(fnText)) fnText = undefined;
   const loc = locateOriginal(fn);
-  return analyseRequest({
+  const got = analyseRequest({
     ...(fnText !== undefined && { fnText }),
     ...(loc && { loc: { file: loc.file, text: loc.text, line: loc.line, column: loc.column } }),
   });
+  // Kiln's own method read from its text (the browser build): its unresolved names are the
+  // library's imports and constants (compiler/library_code.ts), not free variables to guard.
+  if (got.analysis.source === "toString" && isLibraryCode(fn)) {
+    got.analysis = {
+      ...got.analysis,
+      note: `${got.analysis.note ?? ""}; Kiln's own code: its module-level names are the ` +
+        `library's imports and constants, not guarded`,
+      freeVariables: [],
+    };
+  }
+  return got;
 }
 
 /** One analysis from forward and the methods it reaches; forward's file is the main one. */

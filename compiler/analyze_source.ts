@@ -5,21 +5,11 @@
 // programs that never call compile() never pay for it.
 
 import type { Project, ts } from "ts-morph";
-import { nodeModule } from "./node_builtins.ts";
+import { loadTsMorph } from "./ts_morph.ts";
 
-type TsMorph = typeof import("ts-morph");
 type Ts = typeof ts;
 
-let tsMorph: TsMorph | undefined;
-
-/** The ts-morph module, loaded on first use (throws where there is no `require`: not Node). */
-export function loadTsMorph(): TsMorph {
-  if (tsMorph) return tsMorph;
-  const m = nodeModule("node:module");
-  if (!m) throw new Error("ts-morph cannot be loaded here (no node:module)");
-  tsMorph = m.createRequire(import.meta.url)("ts-morph") as TsMorph;
-  return tsMorph;
-}
+export { loadTsMorph };
 
 /** The TypeScript compiler API bundled with ts-morph. */
 export function tsApi(): Ts {

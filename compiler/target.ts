@@ -11,6 +11,7 @@ import { Module as NNModule, callForward } from "../tensor/nn/module.ts";
 import { log } from "../util/log.ts";
 import { analyzeFunction, analyzeModuleForward, type SourceAnalysis } from "./analyze.ts";
 import { readFreeVariables } from "./freevars.ts";
+import { inspectorUnavailable } from "./inspector.ts";
 import { describeValue } from "./guards.ts";
 import { formatPath } from "./pytree.ts";
 import type { OracleCode } from "./size_oracle.ts";
@@ -142,8 +143,17 @@ function analyze(fn: AnyFunction, model: NNModule | undefined): Analysis {
   try {
     result = model ? analyzeModuleForward(model) : analyzeFunction(fn);
   } catch (e) {
-    log("guards", () => `source analysis failed: ${e instanceof Error ? e.message : String(e)}`);
-    return { result: undefined, sideEffects: [], perCall: [], fixed: [] };
+    const why = e instanceof Error ? e.message : String(e);
+    log("guards", () => `source analysis failed: ${why}`);
+    // Without node:inspector (a browser) nothing else sees what the code reads: no graph mode
+    // on an analysis that did not run.
+    const none = inspectorUnavailable();
+    const sideEffects: Placed[] = none === undefined ? [] : [{
+      reason: `the source analysis failed (${why}) and compile() cannot tell what the code ` +
+        `reads here (${none})`,
+      location: undefined,
+    }];
+    return { result: undefined, sideEffects, perCall: [], fixed: [] };
   }
   const file = result.file;
   const at = (line: number, column: number, f?: string): SourceLocation | undefined =>
@@ -172,6 +182,21 @@ function analyze(fn: AnyFunction, model: NNModule | undefined): Analysis {
     // file, so only mutable bindings are read per call.
     if (binding === "const" || (isModule && binding === "unresolved")) fixed.push(v.name);
     else perCall.push(v.name);
+  }
+  // Free variables are read through node:inspector. Where there is none (a browser) they
+  // cannot be read, so they cannot be guarded: the function runs in replay mode (its code on
+  // every call, which reads them as it runs) rather than keep values that may have changed.
+  const names = [...fixed, ...perCall];
+  const noInspector = names.length > 0 ? inspectorUnavailable() : undefined;
+  if (noInspector !== undefined) {
+    const v = result.freeVariables.find((f) => f.name === names[0])!;
+    sideEffects.push({
+      reason: `reads ${names.length === 1 ? "the free variable" : "free variables"} ` +
+        `${names.map((n) => `\`${n}\``).join(", ")}, which compile() cannot read here to ` +
+        `guard (${noInspector})`,
+      location: at(v.line, v.column, v.file),
+    });
+    return { result, sideEffects, perCall: [], fixed: [] };
   }
   return { result, sideEffects, perCall, fixed };
 }

@@ -5,7 +5,7 @@
 // defaults share a fingerprint, and any change to an opcode, shape, attribute, constant or the
 // graph's structure changes it.
 
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../util/hash.ts";
 import type { Module } from "./module.ts";
 import { printHlo } from "./print.ts";
 
@@ -16,5 +16,5 @@ export function canonicalText(module: Module): string {
 
 /** A 64-digit lowercase hex SHA-256 of the module's canonical text. */
 export function fingerprint(module: Module): string {
-  return createHash("sha256").update(canonicalText(module)).digest("hex");
+  return sha256Hex(canonicalText(module));
 }

@@ -7,7 +7,7 @@
 // merged. Identical computations (not the entry, not fusion bodies) are merged too, callers
 // pointed at the first one.
 
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../util/hash.ts";
 import type { Attributes } from "../ir/attributes.ts";
 import type { Literal } from "../ir/literal.ts";
 import type { Computation, Instruction, Module } from "../ir/module.ts";
@@ -34,8 +34,8 @@ function literalKey(lit: Literal): string {
   const bytes = literalBytes(lit);
   const body =
     bytes.length <= 64
-      ? Buffer.from(bytes).toString("hex")
-      : createHash("sha256").update(bytes).digest("hex");
+      ? Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
+      : sha256Hex(bytes);
   return `${lit.type}[${lit.dims.join(",")}]:${body}`;
 }
 

@@ -6,8 +6,7 @@
 // (`KILN_DUMP_DIR`: `000-input.hlo`, `001-<pass>.hlo`, ...), and time each pass into `report`
 // (printed with `KILN_LOGS=passes`). An exception inside a pass is rethrown naming the pass.
 
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { writeDumpFile } from "./dump_fs.ts";
 import type { Module } from "../ir/module.ts";
 import { printHlo } from "../ir/print.ts";
 import { verifyModule } from "../ir/verify.ts";
@@ -295,8 +294,7 @@ export class Pipeline implements Pass {
       const detail = e instanceof Error ? e.message : String(e);
       throw new PassError(passName, `the module after it cannot be printed for ${file}: ${detail}`);
     }
-    mkdirSync(this.dumpDir, { recursive: true });
-    writeFileSync(join(this.dumpDir, file), text);
+    writeDumpFile(this.dumpDir, file, text);
   }
 }
 

@@ -9,29 +9,29 @@
 // that refuses writes or mtime updates still serves reads, and the cache carries on in memory.
 // KILN_LOGS=cache narrates hits, misses, writes, evictions and discards with reasons.
 
-import { createHash } from "node:crypto";
-import { readFileSync, type Stats } from "node:fs";
-import { homedir } from "node:os";
-import { isAbsolute, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import type { Stats } from "node:fs";
 import { fingerprint } from "../ir/fingerprint.ts";
 import type { Module } from "../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../ir/proto.ts";
+import { sha256Hex } from "../util/hash.ts";
 import { log } from "../util/log.ts";
 import { type Backend, type CompileHints, type Executable, getBackend } from "./backend.ts";
-import { sourceBuildId } from "./build_id.ts";
 import {
   DISCARD_REASONS,
   type DiscardReason,
   type DiskEntry,
   DiskStore,
+  defaultProgramDir,
+  diskCacheUnavailable,
   entryFileName,
   errorCode,
   FORMAT_VERSION,
   isReadOnlyError,
   keyText,
+  kilnCacheRoot,
   type ProgramKey,
   type ReadResult,
+  readKilnVersion,
 } from "./cache_disk.ts";
 import {
   CompileNeverError,
@@ -41,25 +41,8 @@ import {
   type ProgramOrigin,
 } from "./cache_stats.ts";
 
-export { DISCARD_REASONS, FORMAT_VERSION };
+export { DISCARD_REASONS, FORMAT_VERSION, defaultProgramDir, kilnCacheRoot };
 export type { DiscardReason, DiskEntry, ProgramKey };
-
-function readKilnVersion(): string {
-  const root = new URL("..", import.meta.url);
-  const text = readFileSync(new URL("package.json", root), "utf8");
-  const pkg: unknown = JSON.parse(text);
-  if (typeof pkg !== "object" || pkg === null || !("version" in pkg)) {
-    throw new Error("Kiln's package.json has no version string; the program cache needs one");
-  }
-  const v = (pkg as { version: unknown }).version;
-  if (typeof v !== "string") {
-    throw new Error("Kiln's package.json has no version string; the program cache needs one");
-  }
-  // The published build carries its build id (scripts/build.ts); a source checkout hashes itself.
-  const b = (pkg as { build?: unknown }).build;
-  const build = typeof b === "string" ? b : sourceBuildId(fileURLToPath(root));
-  return `${v}+${build}`;
-}
 
 /**
  * The running Kiln: its version and build id (runtime/build_id.ts), as `0.1.0+<16 hex>`. Part of
@@ -73,22 +56,6 @@ export const DEFAULT_MAX_BYTES = 512 * 1024 * 1024;
 /** The default number of executables kept in memory. */
 export const DEFAULT_MAX_MEMORY_ENTRIES = 1024;
 
-/**
- * The user's Kiln cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln (when absolute,
- * as the XDG spec requires), else ~/.cache/kiln. Programs live in its `programs` folder.
- */
-export function kilnCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
-  const own = env["KILN_CACHE_DIR"];
-  if (own !== undefined && own !== "") return own;
-  const xdg = env["XDG_CACHE_HOME"];
-  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, "kiln");
-  return join(homedir(), ".cache", "kiln");
-}
-
-/** Where the default program cache keeps its entries. */
-export function defaultProgramDir(env: NodeJS.ProcessEnv = process.env): string {
-  return join(kilnCacheRoot(env), "programs");
-}
 
 // ---- Options hashing -------------------------------------------------------------------------
 
@@ -149,7 +116,7 @@ function canonical(v: unknown, path: string, seen: Set<object>): string {
 
 /** A stable SHA-256 of an options record: equal for equal data, whatever the key order. */
 export function optionsHash(options: CacheKeyOptions): string {
-  return createHash("sha256").update(canonical(options, "", new Set())).digest("hex");
+  return sha256Hex(canonical(options, "", new Set()));
 }
 
 // ---- The cache -------------------------------------------------------------------------------
@@ -281,7 +248,12 @@ export class ProgramCache {
       );
     }
     const disk = opts.disk ?? true;
-    const dir = disk === true ? defaultProgramDir() : disk === false ? undefined : disk;
+    // Where there is no file system (the browser build) the default is memory only; a directory
+    // asked for by name is refused there with DiskStore's error.
+    const dir =
+      disk === true
+        ? diskCacheUnavailable === undefined ? defaultProgramDir() : undefined
+        : disk === false ? undefined : disk;
     this.store = dir !== undefined ? new DiskStore(dir, this.maxBytes, opts.touch) : undefined;
     this.warn =
       opts.onWarning ?? ((m: string) => process.emitWarning(m, { code: "KILN_CACHE" }));

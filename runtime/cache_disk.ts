@@ -38,14 +38,34 @@ import {
   writeSync,
   type Stats,
 } from "node:fs";
-import { join } from "node:path";
+import { homedir } from "node:os";
+import { isAbsolute, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sourceBuildId } from "./build_id.ts";
+import {
+  DISCARD_REASONS,
+  type DiscardReason,
+  ENTRY_SUFFIX,
+  entryFileName,
+  errorCode,
+  FORMAT_VERSION,
+  isReadOnlyError,
+  keyText,
+  type ProgramKey,
+} from "./cache_key.ts";
 
-/**
- * Bumped whenever the layout of an entry file changes; older entries read as stale. 2: the
- * body's SHA-256 gave way to an HMAC over key, header and body.
- */
-export const FORMAT_VERSION = 2;
-export const ENTRY_SUFFIX = ".kprog";
+export {
+  DISCARD_REASONS,
+  type DiscardReason,
+  ENTRY_SUFFIX,
+  entryFileName,
+  errorCode,
+  FORMAT_VERSION,
+  isReadOnlyError,
+  keyText,
+  type ProgramKey,
+};
+
 /** The per-user secret's file name in a trusted cache directory. */
 export const SECRET_NAME = "secret";
 export const SECRET_BYTES = 32;
@@ -67,55 +87,7 @@ const TEMP_NAME = /^\.[0-9a-f]{64}\.kprog\.\d+\.[0-9a-f]{16}\.tmp$/;
 /** Temp files of a secret being created (swept like entry temp files). */
 export const SECRET_TEMP_NAME = /^\.secret\.\d+\.[0-9a-f]{16}\.tmp$/;
 
-/** Why an entry file was thrown away. */
-export type DiscardReason =
-  | "header-garbage"
-  | "truncated"
-  | "trailing-bytes"
-  | "stale"
-  | "foreign"
-  | "mac"
-  | "untrusted"
-  | "undecodable";
 
-export const DISCARD_REASONS: readonly DiscardReason[] = [
-  "header-garbage",
-  "truncated",
-  "trailing-bytes",
-  "stale",
-  "foreign",
-  "mac",
-  "untrusted",
-  "undecodable",
-];
-
-/** The identity of a compiled program; every field changes the generated code. */
-export interface ProgramKey {
-  /** The Kiln version that wrote the entry. */
-  readonly kiln: string;
-  readonly backend: string;
-  /** ir/fingerprint.ts of the module handed to the cache (before any passes it runs). */
-  readonly fingerprint: string;
-  /** A SHA-256 of the canonical form of the compile options. */
-  readonly options: string;
-}
-
-/** The key as the exact text stored in an entry's header (fields in a fixed order). */
-export function keyText(key: ProgramKey): string {
-  return JSON.stringify({
-    kiln: key.kiln,
-    backend: key.backend,
-    fingerprint: key.fingerprint,
-    options: key.options,
-  });
-}
-
-/** The entry's file name: a hash of everything in the key except the Kiln version. */
-export function entryFileName(key: ProgramKey): string {
-  const h = createHash("sha256");
-  h.update(`${key.backend}\0${key.fingerprint}\0${key.options}`);
-  return `${h.digest("hex")}${ENTRY_SUFFIX}`;
-}
 
 function parseKey(text: string): ProgramKey | undefined {
   let v: unknown;
@@ -301,13 +273,46 @@ export function nextStamp(): number {
   return lastStamp;
 }
 
-/** The `code` of a Node fs error (ENOENT, EACCES, ...), if it has one. */
-export function errorCode(e: unknown): string | undefined {
-  if (typeof e === "object" && e !== null && "code" in e) {
-    const code = (e as { code: unknown }).code;
-    return typeof code === "string" ? code : undefined;
+
+/** Why this build has no disk cache (undefined: it has one; the browser build says why not). */
+export const diskCacheUnavailable: string | undefined = undefined;
+
+/**
+ * Kiln's version and build id, `0.1.0+<16 hex>`, from its package.json (one directory above
+ * runtime/, in dist/ too): the published build carries its build id (scripts/build.ts); a
+ * source checkout hashes itself (runtime/build_id.ts).
+ */
+export function readKilnVersion(): string {
+  const root = new URL("..", import.meta.url);
+  const text = readFileSync(new URL("package.json", root), "utf8");
+  const pkg: unknown = JSON.parse(text);
+  if (typeof pkg !== "object" || pkg === null || !("version" in pkg)) {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
   }
-  return undefined;
+  const v = (pkg as { version: unknown }).version;
+  if (typeof v !== "string") {
+    throw new Error("Kiln's package.json has no version string; the program cache needs one");
+  }
+  const b = (pkg as { build?: unknown }).build;
+  const build = typeof b === "string" ? b : sourceBuildId(fileURLToPath(root));
+  return `${v}+${build}`;
+}
+
+/**
+ * The user's Kiln cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln (when absolute,
+ * as the XDG spec requires), else ~/.cache/kiln. Programs live in its `programs` folder.
+ */
+export function kilnCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const own = env["KILN_CACHE_DIR"];
+  if (own !== undefined && own !== "") return own;
+  const xdg = env["XDG_CACHE_HOME"];
+  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, "kiln");
+  return join(homedir(), ".cache", "kiln");
+}
+
+/** Where the default program cache keeps its entries. */
+export function defaultProgramDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(kilnCacheRoot(env), "programs");
 }
 
 // ---- Trust -----------------------------------------------------------------------------------
@@ -469,14 +474,6 @@ function createSecret(dir: string, p: string): string | undefined {
   }
 }
 
-/**
- * Whether an fs error means "this filesystem or directory does not let me write", which costs
- * a disk cache its writes and its LRU stamps, never its reads.
- */
-export function isReadOnlyError(e: unknown): boolean {
-  const code = errorCode(e);
-  return code === "EROFS" || code === "EACCES" || code === "EPERM";
-}
 
 // ---- Entry directories (the program cache's and the native library cache's) ---------------
 

@@ -12,10 +12,10 @@
 // size (largest first, so data stays aligned) then name, and pads the header with spaces to a
 // multiple of 8, as the reference writer does.
 
-import { closeSync, fstatSync, openSync, readSync, writeFileSync } from "node:fs";
 import { fromBytes } from "./creation.ts";
 import { type DType, itemSize } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
+import { readRegularFile, writeFileBytes } from "./safetensors_fs.ts";
 
 /** safetensors' dtype names for Kiln's dtypes. */
 const CODES = {
@@ -53,7 +53,7 @@ const UNSUPPORTED = new Set([
 const MAX_HEADER = 100_000_000;
 
 /** The largest file one Uint8Array can hold (Node's buffer limit). */
-const MAX_FILE = 2 ** 32;
+export const MAX_FILE = 2 ** 32;
 
 export class SafetensorsError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -80,63 +80,6 @@ function isNonNegativeInt(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
-/**
- * A file's bytes, read only if it is a regular file and never past the size it had when
- * opened: a device (`/dev/zero`), a pipe or a FIFO would be read forever, a growing file
- * until memory runs out.
- */
-function readRegularFile(path: string): Uint8Array {
-  const where = `safetensors '${path}'`;
-  let fd: number;
-  try {
-    fd = openSync(path, "r");
-  } catch (e) {
-    throw new SafetensorsError(`${where}: cannot read the file: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) {
-      const kind = st.isDirectory()
-        ? "a directory"
-        : st.isCharacterDevice() || st.isBlockDevice()
-          ? "a device"
-          : st.isFIFO()
-            ? "a pipe"
-            : st.isSocket()
-              ? "a socket"
-              : "not a regular file";
-      throw new SafetensorsError(`${where}: is ${kind}, not a regular file; refusing to read it`);
-    }
-    if (st.size > MAX_FILE) {
-      throw new SafetensorsError(
-        `${where}: the file has ${st.size} bytes, more than the ${MAX_FILE} bytes one ` +
-          `buffer can hold`,
-      );
-    }
-    const bytes = new Uint8Array(st.size);
-    let got = 0;
-    while (got < bytes.byteLength) {
-      const k = readSync(fd, bytes, got, bytes.byteLength - got, got);
-      if (k === 0) break;
-      got += k;
-    }
-    if (got < bytes.byteLength) {
-      throw new SafetensorsError(
-        `${where}: the file shrank while it was read (${got} of ${bytes.byteLength} bytes)`,
-      );
-    }
-    return bytes;
-  } catch (e) {
-    if (e instanceof SafetensorsError) throw e;
-    throw new SafetensorsError(`${where}: cannot read the file: ${(e as Error).message}`, {
-      cause: e,
-    });
-  } finally {
-    closeSync(fd);
-  }
-}
 
 function source(bytesOrPath: Uint8Array | string): { bytes: Uint8Array; where: string } {
   if (typeof bytesOrPath === "string") {
@@ -401,5 +344,5 @@ export function saveSafetensorsFile(
   tensors: TensorRecord,
   options: SaveOptions = {},
 ): void {
-  writeFileSync(path, saveSafetensors(tensors, options));
+  writeFileBytes(path, saveSafetensors(tensors, options));
 }

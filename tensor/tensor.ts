@@ -7,7 +7,6 @@
 // own methods and declares them by augmenting this class (see tensor/README.md), so the op
 // library grows without touching this file.
 
-import { inspect } from "node:util";
 import { bf16BitsToNumber, f16BitsToNumber } from "../ir/literal.ts";
 import { type DType, isFloatingDType, type Storage, storageCtor } from "./dtype.ts";
 import { OpError } from "./errors.ts";
@@ -306,7 +305,8 @@ export class Tensor {
     return formatTensor(impl.dtype, impl.shape, elementReader(impl));
   }
 
-  [inspect.custom](): string {
+  // util.inspect.custom: a registered symbol, so no import of node:util (the browser build).
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
     return this.toString();
   }
 

@@ -26,6 +26,13 @@ const LIBRARY = ["ir", "passes", "runtime", "compiler", "tensor", "util", "cli"]
 );
 const ZOO = `${ROOT}models/`;
 const INDEX = [`${ROOT}index.ts`, `${ROOT}index.js`];
+/** This module's own file: in a bundle (the browser build's kiln.js) that is all of Kiln. */
+const OWN = ownFile();
+
+function ownFile(): string {
+  const url = new URL(import.meta.url);
+  return url.protocol === "file:" ? decodeURIComponent(url.pathname) : url.href;
+}
 
 function rootPath(): string {
   const url = new URL("..", import.meta.url);
@@ -37,6 +44,7 @@ export function fileKind(file: string): "library" | "zoo" | "user" {
   if (file.startsWith("node:") || file.includes("/node_modules/") || !file.includes("/")) {
     return "library"; // `node:internal/...`, dependencies, `<anonymous>`, `native`
   }
+  if (file === OWN) return "library";
   if (file.startsWith(ZOO)) return "zoo";
   if (INDEX.includes(file) || LIBRARY.some((d) => file.startsWith(d))) return "library";
   return "user";

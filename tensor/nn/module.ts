@@ -11,7 +11,6 @@
 // so loading a state dict or `to(dtype)` gives each Parameter a new value in place (its
 // identity is kept, as PyTorch's copy_ keeps it) and replaces buffer properties.
 
-import { inspect } from "node:util";
 import { DTYPES, type DType, isDType, isFloatingDType } from "../dtype.ts";
 import { OpError } from "../errors.ts";
 import { to } from "../ops/core.ts";
@@ -430,7 +429,8 @@ export class Module {
     return `${s})`;
   }
 
-  [inspect.custom](): string {
+  // util.inspect.custom: a registered symbol, so no import of node:util (the browser build).
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
     return this.toString();
   }
 }
