@@ -105,6 +105,24 @@ export const OPCODES = [
   "async-done",
   // Ordering of side effects
   "after-all",
+  "add-dependency",
+  "opt-barrier",
+  // Transfers: between devices (send/recv) and with the host (infeed/outfeed). They parse,
+  // print, round-trip and verify; the evaluator does not run them.
+  "send",
+  "send-done",
+  "recv",
+  "recv-done",
+  "infeed",
+  "outfeed",
+  // Asynchronous copies
+  "copy-start",
+  "copy-done",
+  // Rounding to a narrower float format
+  "reduce-precision",
+  // Random numbers (the evaluator does not compute them: XLA's values are backend-defined)
+  "rng",
+  "rng-bit-generator",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -258,6 +276,19 @@ export const OPCODE_INFO = {
   "async-update": { group: "control", arity: 1, called: "async", elementwise: false },
   "async-done": { group: "control", arity: 1, called: "async", elementwise: false },
   "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
+  "add-dependency": { group: "other", arity: 2, called: "none", elementwise: false },
+  "opt-barrier": { group: "other", arity: 1, called: "none", elementwise: false },
+  send: { group: "other", arity: 2, called: "none", elementwise: false },
+  "send-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  recv: { group: "other", arity: 1, called: "none", elementwise: false },
+  "recv-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  infeed: { group: "other", arity: 1, called: "none", elementwise: false },
+  outfeed: { group: "other", arity: 2, called: "none", elementwise: false },
+  "copy-start": { group: "other", arity: 1, called: "none", elementwise: false },
+  "copy-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  "reduce-precision": unary,
+  rng: { group: "other", arity: 2, called: "none", elementwise: false },
+  "rng-bit-generator": { group: "other", arity: 1, called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };

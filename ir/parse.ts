@@ -31,6 +31,10 @@ import {
   type GatherDimensionNumbers,
   type Metadata,
   type PaddingDim,
+  RNG_ALGORITHMS,
+  RNG_DISTRIBUTIONS,
+  type RngAlgorithm,
+  type RngDistribution,
   type ScatterDimensionNumbers,
   type SliceDim,
   type WindowDim,
@@ -1613,12 +1617,34 @@ const ATTR_PARSERS = {
     d.attrs.operandLayoutConstraints = shapes;
   },
   algorithm: (p, d) => {
+    // A dot's precision algorithm, or an rng-bit-generator's (XLA's two uses of the key).
+    p.ws();
+    if (p.text.startsWith("rng_", p.pos)) {
+      const names = Object.keys(RNG_ALGORITHMS) as RngAlgorithm[];
+      d.attrs.rngAlgorithm = p.oneOf(names, "an rng algorithm");
+      return;
+    }
     const names = Object.keys(DOT_ALGORITHMS) as DotAlgorithm[];
     d.attrs.dotAlgorithm = p.oneOf(names, "a dot algorithm");
   },
+  is_host_transfer: (p, d) => void (d.attrs.isHostTransfer = p.bool()),
+  infeed_config: (p, d) => void (d.attrs.infeedConfig = p.string()),
+  outfeed_shape: (p, d) => void (d.attrs.outfeedShape = p.shape()),
+  outfeed_config: (p, d) => void (d.attrs.outfeedConfig = p.string()),
+  exponent_bits: (p, d) => void (d.attrs.exponentBits = p.int()),
+  mantissa_bits: (p, d) => void (d.attrs.mantissaBits = p.int()),
+  distribution: (p, d) => {
+    const names = Object.keys(RNG_DISTRIBUTIONS) as RngDistribution[];
+    d.attrs.rngDistribution = p.oneOf(names, "an rng distribution");
+  },
+  cross_program_prefetch_index: (p, d) => void (d.attrs.crossProgramPrefetchIndex = p.int()),
   is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
   async_execution_thread: (p, d) => void (d.attrs.asyncExecutionThread = p.string()),
-  channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
+  channel_id: (p, d) => {
+    // XLA: a channel id of 0 is none (its proto cannot tell them apart).
+    const id = p.natural("a channel id");
+    if (id !== 0) d.attrs.channelId = id;
+  },
   replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
   source_target_pairs: (p, d) => {
     const at = p.pos;
@@ -1786,11 +1812,17 @@ function build(p: Parser, ast: ModuleAst): Module {
           );
         }
       }
+      // An outfeed without outfeed_shape= sends its operand's shape (XLA's parser, which prints
+      // it on every outfeed).
+      const attrs =
+        iAst.opcode === "outfeed" && iAst.attrs.outfeedShape === undefined && operands[0]
+          ? { ...iAst.attrs, outfeedShape: operands[0].shape }
+          : iAst.attrs;
       const instr = comp.addInstruction({
         opcode: iAst.opcode,
         shape,
         operands,
-        attrs: iAst.attrs,
+        attrs,
         called,
         metadata: iAst.metadata,
         name: iAst.anonymous ? anonymousName(iAst.opcode) : freshName(iAst.name),

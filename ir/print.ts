@@ -92,6 +92,14 @@ export const ATTR_KEYS = [
   "source_target_pairs",
   "constrain_layout",
   "use_global_device_ids",
+  "is_host_transfer",
+  "infeed_config",
+  "outfeed_shape",
+  "outfeed_config",
+  "exponent_bits",
+  "mantissa_bits",
+  "distribution",
+  "cross_program_prefetch_index",
   "sharding",
   "control-predecessors",
   "frontend_attributes",
@@ -137,6 +145,19 @@ export const TEXT_ATTRS = {
   "replica-id": [],
   "partition-id": [],
   "after-all": [],
+  "add-dependency": [],
+  "opt-barrier": [],
+  send: ["channel_id?", "is_host_transfer?"],
+  "send-done": ["channel_id?", "is_host_transfer?"],
+  recv: ["channel_id?", "is_host_transfer?"],
+  "recv-done": ["channel_id?", "is_host_transfer?"],
+  infeed: ["infeed_config?"],
+  outfeed: ["outfeed_shape?", "outfeed_config?"],
+  "copy-start": ["cross_program_prefetch_index?"],
+  "copy-done": [],
+  "reduce-precision": ["exponent_bits", "mantissa_bits"],
+  rng: ["distribution"],
+  "rng-bit-generator": ["algorithm"],
   abs: [],
   negate: [],
   sign: [],
@@ -361,7 +382,7 @@ const ATTR_PRINTERS = {
     const text = `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`;
     return { text, isDefault: false };
   },
-  algorithm: (i) => word(i.attrs.dotAlgorithm),
+  algorithm: (i) => word(i.attrs.dotAlgorithm ?? i.attrs.rngAlgorithm),
   is_composite: (i) => bool(i.attrs.isComposite),
   async_execution_thread: (i) =>
     i.attrs.asyncExecutionThread === undefined
@@ -378,6 +399,23 @@ const ATTR_PRINTERS = {
       : { text: printGroups(i.attrs.sourceTargetPairs), isDefault: false },
   constrain_layout: (i) => bool(i.attrs.constrainLayout),
   use_global_device_ids: (i) => bool(i.attrs.useGlobalDeviceIds),
+  is_host_transfer: (i) => bool(i.attrs.isHostTransfer),
+  infeed_config: (i) =>
+    i.attrs.infeedConfig === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.infeedConfig), isDefault: i.attrs.infeedConfig === "" },
+  outfeed_shape: (i, _n, layouts) =>
+    i.attrs.outfeedShape === undefined
+      ? undefined
+      : { text: shapeToString(i.attrs.outfeedShape, layouts), isDefault: false },
+  outfeed_config: (i) =>
+    i.attrs.outfeedConfig === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.outfeedConfig), isDefault: i.attrs.outfeedConfig === "" },
+  exponent_bits: (i) => int(i.attrs.exponentBits),
+  mantissa_bits: (i) => int(i.attrs.mantissaBits),
+  distribution: (i) => word(i.attrs.rngDistribution),
+  cross_program_prefetch_index: (i) => int(i.attrs.crossProgramPrefetchIndex),
   "control-predecessors": (i, n) => {
     const names = i.attrs.controlPredecessors;
     if (names === undefined) return undefined;

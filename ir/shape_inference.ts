@@ -70,6 +70,10 @@ export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
   "all-gather",
   "all-gather-start",
   "reduce-scatter",
+  "recv",
+  "infeed",
+  "rng",
+  "rng-bit-generator",
 ]);
 
 /** True when `inferShape(opcode, ...)` needs the declared shape. */
@@ -1632,6 +1636,163 @@ function checkAsyncCallee(c: RuleContext, t: TupleShape): void {
   }
 }
 
+// ---- Side effects, transfers, copies, random numbers -------------------------------------------
+
+const TOKEN = scalarShape("token");
+const isToken = (s: Shape | undefined): boolean =>
+  s !== undefined && s.kind === "array" && s.type === "token" && s.dims.length === 0;
+
+function tokenOperand(c: RuleContext, i: number): void {
+  if (!isToken(c.operands[i])) c.fail(`operand ${i} must be token[], got ${str(c.operands[i]!)}`);
+}
+
+/** XLA's ShapeUtil::Compatible: same element types and dims, layouts and dynamism aside. */
+function compatibleShapes(a: Shape, b: Shape): boolean {
+  if (a.kind === "tuple" || b.kind === "tuple") {
+    return (
+      a.kind === "tuple" &&
+      b.kind === "tuple" &&
+      a.elements.length === b.elements.length &&
+      a.elements.every((e, i) => compatibleShapes(e, b.elements[i]!))
+    );
+  }
+  return a.type === b.type && sameBounds(a, b);
+}
+
+/** add-dependency(x, token): x, ordered after the token. */
+const addDependencyRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  return plainShape(c.operands[0]!);
+};
+
+/** send(data, token): (data, u32[] context, token[]). */
+const sendRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  return tupleShape([plainShape(c.operands[0]!), scalarShape("u32"), TOKEN]);
+};
+
+/** recv(token): the declared (data, u32[] context, token[]); the data shape is the declared one. */
+const recvRule: ShapeRule = (c: RuleContext) => {
+  tokenOperand(c, 0);
+  const d = c.declared!;
+  if (d.kind !== "tuple" || d.elements.length !== 3) {
+    c.fail(`the result must be the tuple (data, u32[], token[]), got ${str(d)}`);
+  }
+  return tupleShape([plainShape(d.elements[0]!), scalarShape("u32"), TOKEN]);
+};
+
+/** The (data, u32[], token[]) tuple of a send or recv, operand 0 of its -done. */
+function transferTuple(c: RuleContext, of: string): TupleShape {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length !== 3 || !isToken(t.elements[2])) {
+    c.fail(`the operand must be a ${of}'s (data, u32[], token[]), got ${str(t)}`);
+  }
+  return t;
+}
+
+const sendDoneRule: ShapeRule = (c: RuleContext) => {
+  transferTuple(c, "send");
+  return TOKEN;
+};
+
+/** recv-done: (data, token[]). */
+const recvDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = transferTuple(c, "recv");
+  return tupleShape([plainShape(t.elements[0]!), TOKEN]);
+};
+
+/** infeed(token): the declared (data, token[]). */
+const infeedRule: ShapeRule = (c: RuleContext) => {
+  tokenOperand(c, 0);
+  const d = c.declared!;
+  if (d.kind !== "tuple" || d.elements.length !== 2) {
+    c.fail(`the result must be the tuple (data, token[]), got ${str(d)}`);
+  }
+  return tupleShape([plainShape(d.elements[0]!), TOKEN]);
+};
+
+/** outfeed(data, token): token[]; outfeed_shape, when given, is the data's shape. */
+const outfeedRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  const want = c.attrs.outfeedShape;
+  if (want !== undefined && !compatibleShapes(want, c.operands[0]!)) {
+    c.fail(`outfeed_shape ${str(want)} must be the operand's shape ${str(c.operands[0]!)}`);
+  }
+  return TOKEN;
+};
+
+/** copy-start(x): (destination x, source x, u32[] context). */
+const copyStartRule: ShapeRule = (c) => {
+  const x = plainShape(c.operands[0]!);
+  return tupleShape([x, x, scalarShape("u32")]);
+};
+
+/** copy-done: the destination of a copy-start's (destination, source, context). */
+const copyDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be a copy-start's (destination, source, context), got ${str(t)}`);
+  }
+  if (!compatibleShapes(t.elements[0]!, t.elements[1]!)) {
+    c.fail(
+      `the destination ${str(t.elements[0]!)} and source ${str(t.elements[1]!)} must have ` +
+        "the same shape",
+    );
+  }
+  return plainShape(t.elements[0]!);
+};
+
+/** reduce-precision: a float array rounded to exponent_bits and mantissa_bits; same shape. */
+const reducePrecisionRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  if (!isFloatType(x.type)) c.fail(`needs a floating-point element type, got ${x.type}`);
+  const e = c.need(c.attrs.exponentBits, "exponent_bits");
+  const m = c.need(c.attrs.mantissaBits, "mantissa_bits");
+  c.int(e, "exponent_bits", 1);
+  c.int(m, "mantissa_bits", 0);
+  return plain(x);
+};
+
+/**
+ * rng(a, b): numbers of the declared array shape, uniform in [a, b) or normal with mean a and
+ * standard deviation b; a and b are scalars of the result's element type (XLA's verifier).
+ */
+const rngRule: ShapeRule = (c) => {
+  const d = c.declaredArray();
+  const a = c.scalar(0, "operand 0 (a)");
+  const b = c.scalar(1, "operand 1 (b)");
+  if (a.type !== b.type || a.type !== d.type) {
+    c.fail(`operands and result must have the same element type, got ${a.type}, ${b.type} ` +
+      `and ${d.type}`);
+  }
+  const dist = c.need(c.attrs.rngDistribution, "distribution");
+  if (dist === "rng_normal" && !isFloatType(d.type)) {
+    c.fail(`rng_normal needs a floating-point element type, got ${d.type}`);
+  }
+  if (dist === "rng_uniform" && d.type === "token") {
+    c.fail(`rng_uniform needs a float, integer or pred element type, got ${d.type}`);
+  }
+  return plain(d);
+};
+
+/**
+ * rng-bit-generator(state): the declared (new state, bits), the new state the operand's shape;
+ * XLA also accepts a declared array (the bits alone).
+ */
+const rngBitGeneratorRule: ShapeRule = (c: RuleContext) => {
+  const state = c.array(0, "the state");
+  c.need(c.attrs.rngAlgorithm, "algorithm");
+  const d = c.declared!;
+  if (d.kind === "array") return plain(d);
+  if (d.elements.length !== 2) {
+    c.fail(`the result must be the tuple (state, bits), got ${str(d)}`);
+  }
+  if (!compatibleShapes(d.elements[0]!, state)) {
+    c.fail(`the result's state ${str(d.elements[0]!)} must be the operand's ${str(state)}`);
+  }
+  return tupleShape([plain(state), plainShape(d.elements[1]!)]);
+};
+
 // ---- The table -------------------------------------------------------------------------------
 
 const SHAPE_RULES = {
@@ -1641,6 +1802,19 @@ const SHAPE_RULES = {
   "replica-id": () => scalarShape("u32"),
   "partition-id": () => scalarShape("u32"),
   "after-all": afterAllRule,
+  "add-dependency": addDependencyRule,
+  "opt-barrier": (c) => plainShape(c.operands[0]!),
+  send: sendRule,
+  "send-done": sendDoneRule,
+  recv: recvRule,
+  "recv-done": recvDoneRule,
+  infeed: infeedRule,
+  outfeed: outfeedRule,
+  "copy-start": copyStartRule,
+  "copy-done": copyDoneRule,
+  "reduce-precision": reducePrecisionRule,
+  rng: rngRule,
+  "rng-bit-generator": rngBitGeneratorRule,
   "async-start": asyncStartRule,
   "async-update": asyncUpdateRule,
   "async-done": asyncDoneRule,

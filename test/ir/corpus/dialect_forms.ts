@@ -1,6 +1,7 @@
 // Modules in forms of XLA's dialect that Kiln reads and writes (kept custom-call/dot/call
-// attributes and control-predecessors, async ops, 8-bit floats, collectives), shared by the text
-// round trip (test/ir/print_parse.test.ts) and the proto round trip (test/ir/proto.test.ts).
+// attributes and control-predecessors, async ops, 8-bit floats, collectives, transfers, copies,
+// rng, reduce-precision), shared by the text round trip (test/ir/print_parse.test.ts) and the
+// proto round trip (test/ir/proto.test.ts).
 
 export const DIALECT_FORMS: Record<string, string> = {
   xla_attrs: `
@@ -102,6 +103,39 @@ ENTRY %main (x: f32[4]) -> (f32[4], f32[8], f32[2], f32[4], f32[4], f32[4], f32[
   ROOT %t = (f32[4]{0}, f32[8]{0}, f32[2]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[8]{0},
       f32[4]{0}) tuple(f32[4]{0} %ar, f32[8]{0} %ag, f32[2]{0} %rs, f32[4]{0} %a2a, f32[4]{0} %cp,
       f32[4]{0} %ard, f32[8]{0} %agd, f32[4]{0} %cpd)
+}
+`,
+  transfers: `
+HloModule transfers
+
+ENTRY %main (x: f32[4], s: u64[2]) -> (f32[4], token[], f32[4], (f32[2], token[]), token[], f32[4],
+      f32[4], bf16[4], f32[3], (u64[2], u32[4])) {
+  %x = f32[4]{0} parameter(0)
+  %s = u64[2]{0} parameter(1)
+  %tok = token[] after-all()
+  %dep = f32[4]{0} add-dependency(f32[4]{0} %x, token[] %tok)
+  %snd = (f32[4]{0}, u32[], token[]) send(f32[4]{0} %dep, token[] %tok), channel_id=1,
+      is_host_transfer=true
+  %sd = token[] send-done((f32[4]{0}, u32[], token[]) %snd), channel_id=1, is_host_transfer=true
+  %rcv = (f32[4]{0}, u32[], token[]) recv(token[] %sd), channel_id=2
+  %rd = (f32[4]{0}, token[]) recv-done((f32[4]{0}, u32[], token[]) %rcv), channel_id=2
+  %rx = f32[4]{0} get-tuple-element((f32[4]{0}, token[]) %rd), index=0
+  %feed = (f32[2]{0}, token[]) infeed(token[] %tok), infeed_config="cfg"
+  %outf = token[] outfeed(f32[4]{0} %x, token[] %tok), outfeed_shape=f32[4]{0}, outfeed_config="out"
+  %cs = (f32[4]{0}, f32[4]{0}, u32[]) copy-start(f32[4]{0} %x), cross_program_prefetch_index=0
+  %cd = f32[4]{0} copy-done((f32[4]{0}, f32[4]{0}, u32[]) %cs)
+  %ob = (f32[4]{0}, token[]) opt-barrier((f32[4]{0}, token[]) %rd)
+  %obx = f32[4]{0} get-tuple-element((f32[4]{0}, token[]) %ob), index=0
+  %y = bf16[4]{0} convert(f32[4]{0} %x)
+  %rp = bf16[4]{0} reduce-precision(bf16[4]{0} %y), exponent_bits=5, mantissa_bits=2
+  %zero = f32[] constant(0)
+  %one = f32[] constant(1)
+  %r = f32[3]{0} rng(f32[] %zero, f32[] %one), distribution=rng_uniform
+  %rbg = (u64[2]{0}, u32[4]{0}) rng-bit-generator(u64[2]{0} %s), algorithm=rng_three_fry
+  ROOT %t = (f32[4]{0}, token[], f32[4]{0}, (f32[2]{0}, token[]), token[], f32[4]{0}, f32[4]{0},
+      bf16[4]{0}, f32[3]{0}, (u64[2]{0}, u32[4]{0})) tuple(f32[4]{0} %dep, token[] %sd, f32[4]{0}
+      %rx, (f32[2]{0}, token[]) %feed, token[] %outf, f32[4]{0} %cd, f32[4]{0} %obx, bf16[4]{0} %rp,
+      f32[3]{0} %r, (u64[2]{0}, u32[4]{0}) %rbg)
 }
 `,
 };

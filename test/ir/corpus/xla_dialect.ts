@@ -2,7 +2,8 @@
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
 // and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls,
-// 8-bit floats. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
+// 8-bit floats, transfers (send/recv, infeed/outfeed), copies, rng, reduce-precision.
+// test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
 // own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
@@ -142,6 +143,34 @@ ENTRY e {
   p = token[] parameter(0)
   a = token[] after-all()
   ROOT b = token[] after-all(p, a)
+}
+`,
+  transfers: `HloModule transfers
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  s = u64[2] parameter(1)
+  tok = token[] after-all()
+  dep = f32[4] add-dependency(x, tok)
+  snd = (f32[4], u32[], token[]) send(dep, tok), channel_id=1, is_host_transfer=true
+  sd = token[] send-done(snd), channel_id=1, is_host_transfer=true
+  rcv = (f32[4], u32[], token[]) recv(sd), channel_id=2
+  rd = (f32[4], token[]) recv-done(rcv), channel_id=2
+  rx = f32[4] get-tuple-element(rd), index=0
+  feed = (f32[2], token[]) infeed(tok), infeed_config="cfg"
+  outf = token[] outfeed(x, tok), outfeed_config="out"
+  cs = (f32[4], f32[4], u32[]) copy-start(x), cross_program_prefetch_index=0
+  cd = f32[4] copy-done(cs)
+  ob = (f32[4], token[]) opt-barrier(rd)
+  obx = f32[4] get-tuple-element(ob), index=0
+  y = bf16[4] convert(x)
+  rp = bf16[4] reduce-precision(y), exponent_bits=5, mantissa_bits=2
+  zero = f32[] constant(0)
+  one = f32[] constant(1)
+  r = f32[3] rng(zero, one), distribution=rng_normal
+  rbg = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_philox
+  ROOT t = (f32[4], token[], f32[4], (f32[2], token[]), token[], f32[4], f32[4], bf16[4], f32[3],
+    (u64[2], u32[4])) tuple(dep, sd, rx, feed, outf, cd, obx, rp, r, rbg)
 }
 `,
 };
