@@ -227,6 +227,15 @@ export interface Attributes {
   rngDistribution?: RngDistribution;
   /** rng-bit-generator: the algorithm. */
   rngAlgorithm?: RngAlgorithm;
+  /** ragged-dot: the lhs dim split into groups (one), and the rhs dim that picks the group. */
+  lhsRaggedDims?: number[];
+  rhsGroupDims?: number[];
+  /** scan: how many trailing operands are carries (the others are scanned inputs). */
+  numCarries?: number;
+  /** scan: from the last element to the first. */
+  isReverse?: boolean;
+  /** scan: XLA's is_associative (absent: unspecified; kept). */
+  isAssociative?: boolean;
   /** copy-start: XLA's cross_program_prefetch_index (kept). */
   crossProgramPrefetchIndex?: number;
   backendConfig?: string;

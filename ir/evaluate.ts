@@ -297,6 +297,28 @@ const copyStartOp: OpImpl = (_instr, ops) => [
   new Literal("u32", [], new Uint32Array(1)),
 ];
 
+/** map: to_apply on each element of the operands (scalars in, a scalar out). */
+const mapOp: OpImpl = (instr, ops, ctx) => {
+  const comp = callee(instr, 0, "to_apply");
+  const xs = ops.map((o, i) => asLiteral(o, `operand ${i}`));
+  const first = xs[0] ?? fail("map needs an operand");
+  const n = elems(first).length;
+  const shape = instr.shape;
+  if (shape.kind !== "array") fail(`the result must be an array, got ${shapeToString(shape)}`);
+  const out = allocate(shape.type, n);
+  const dst = out as unknown as (number | bigint)[];
+  for (let k = 0; k < n; k++) {
+    const args = xs.map((x) => {
+      const one = allocate(x.type, 1) as unknown as (number | bigint)[];
+      one[0] = elems(x)[k]!;
+      return new Literal(x.type, [], one as unknown as ReturnType<typeof allocate>);
+    });
+    const r = asLiteral(ctx.call(comp, args), "to_apply's result");
+    dst[k] = elems(r)[0]!;
+  }
+  return new Literal(shape.type, first.dims, out);
+};
+
 const ONE_DEVICE: DeviceCount = { replicas: 1, partitions: 1 };
 
 export const EVALUATORS = {
@@ -334,6 +356,11 @@ export const EVALUATORS = {
   "reduce-precision": reducePrecisionOp,
   rng: notEvaluated(RANDOM),
   "rng-bit-generator": notEvaluated(RANDOM),
+  "ragged-dot": notEvaluated("the evaluator has no ragged-dot yet (grouped matmuls)"),
+  map: mapOp,
+  scan: notEvaluated("the evaluator has no scan yet"),
+  "ragged-all-to-all": notEvaluated("a collective the replicated evaluator does not have yet"),
+  "collective-broadcast": notEvaluated("a collective the replicated evaluator does not have yet"),
   abs: unaryOp("abs"),
   negate: unaryOp("negate"),
   sign: unaryOp("sign"),

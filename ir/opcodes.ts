@@ -123,6 +123,13 @@ export const OPCODES = [
   // Random numbers (the evaluator does not compute them: XLA's values are backend-defined)
   "rng",
   "rng-bit-generator",
+  // Grouped and scanned computations
+  "ragged-dot",
+  "map",
+  "scan",
+  // Collectives the evaluator does not run (read, printed, round-tripped and verified)
+  "ragged-all-to-all",
+  "collective-broadcast",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -289,6 +296,11 @@ export const OPCODE_INFO = {
   "reduce-precision": unary,
   rng: { group: "other", arity: 2, called: "none", elementwise: false },
   "rng-bit-generator": { group: "other", arity: 1, called: "none", elementwise: false },
+  "ragged-dot": { group: "contraction", arity: 3, called: "none", elementwise: false },
+  map: { group: "other", arity: "variadic", called: "to_apply", elementwise: false },
+  scan: { group: "control", arity: "variadic", called: "to_apply", elementwise: false },
+  "ragged-all-to-all": { group: "other", arity: 6, called: "none", elementwise: false },
+  "collective-broadcast": { group: "other", arity: 1, called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
   "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };

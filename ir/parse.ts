@@ -1515,7 +1515,8 @@ function message(e: unknown): string {
 /** Puts the attributes read for one instruction together (dot, gather, scatter records). */
 function assemble(opcode: Opcode, d: Draft): Attributes {
   const attrs: Attributes = { ...d.attrs };
-  if (opcode === "dot") attrs.dot = d.dot;
+  if (opcode === "dot" || opcode === "ragged-dot") attrs.dot = d.dot;
+  if (opcode === "ragged-dot" && attrs.rhsGroupDims === undefined) attrs.rhsGroupDims = [];
   // The printer leaves out an empty window (a convolution with no spatial dims), as XLA does.
   if (opcode === "convolution" && attrs.window === undefined) attrs.window = [];
   if (opcode === "gather") attrs.gather = { ...d.gather, indexVectorDim: d.indexVectorDim };
@@ -1638,6 +1639,11 @@ const ATTR_PARSERS = {
     d.attrs.rngDistribution = p.oneOf(names, "an rng distribution");
   },
   cross_program_prefetch_index: (p, d) => void (d.attrs.crossProgramPrefetchIndex = p.int()),
+  lhs_ragged_dims: (p, d) => void (d.attrs.lhsRaggedDims = p.intList()),
+  rhs_group_dims: (p, d) => void (d.attrs.rhsGroupDims = p.intList()),
+  num_carries: (p, d) => void (d.attrs.numCarries = p.int()),
+  is_reverse: (p, d) => void (d.attrs.isReverse = p.bool()),
+  is_associative: (p, d) => void (d.attrs.isAssociative = p.bool()),
   is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
   async_execution_thread: (p, d) => void (d.attrs.asyncExecutionThread = p.string()),
   channel_id: (p, d) => {

@@ -100,6 +100,11 @@ export const ATTR_KEYS = [
   "mantissa_bits",
   "distribution",
   "cross_program_prefetch_index",
+  "lhs_ragged_dims",
+  "rhs_group_dims",
+  "num_carries",
+  "is_reverse",
+  "is_associative",
   "sharding",
   "control-predecessors",
   "frontend_attributes",
@@ -158,6 +163,11 @@ export const TEXT_ATTRS = {
   "reduce-precision": ["exponent_bits", "mantissa_bits"],
   rng: ["distribution"],
   "rng-bit-generator": ["algorithm"],
+  "ragged-dot": [...DOT_DIMS, "lhs_ragged_dims", "rhs_group_dims?"],
+  map: ["dimensions?", "to_apply"],
+  scan: ["dimensions", "num_carries", "is_reverse?", "is_associative?", "to_apply"],
+  "ragged-all-to-all": ["channel_id?", "replica_groups?"],
+  "collective-broadcast": ["channel_id?", "replica_groups?"],
   abs: [],
   negate: [],
   sign: [],
@@ -416,6 +426,15 @@ const ATTR_PRINTERS = {
   mantissa_bits: (i) => int(i.attrs.mantissaBits),
   distribution: (i) => word(i.attrs.rngDistribution),
   cross_program_prefetch_index: (i) => int(i.attrs.crossProgramPrefetchIndex),
+  lhs_ragged_dims: (i) => ints(i.attrs.lhsRaggedDims),
+  rhs_group_dims: (i) => ints(i.attrs.rhsGroupDims),
+  num_carries: (i) => int(i.attrs.numCarries),
+  is_reverse: (i) => bool(i.attrs.isReverse),
+  // Printed whenever it is set, false too (XLA's tri-state: absent is unspecified).
+  is_associative: (i) =>
+    i.attrs.isAssociative === undefined
+      ? undefined
+      : { text: String(i.attrs.isAssociative), isDefault: false },
   "control-predecessors": (i, n) => {
     const names = i.attrs.controlPredecessors;
     if (names === undefined) return undefined;

@@ -104,6 +104,8 @@ import {
   SourceTargetSchema,
   OutputOperandAliasingSchema,
   PrecisionConfigSchema,
+  RaggedDotDimensionNumbersSchema,
+  TriState,
   type OpSharding,
   OpShardingSchema,
   TileProtoSchema,
@@ -178,6 +180,11 @@ const OP_RULES = {
   "reduce-precision": arr("exponentBits", "mantissaBits"),
   rng: arr("rngDistribution"),
   "rng-bit-generator": anyShape("rngAlgorithm"),
+  "ragged-dot": arr("dot", "lhsRaggedDims", "rhsGroupDims"),
+  map: arr(),
+  scan: anyShape("dimensions", "numCarries"),
+  "ragged-all-to-all": arr(),
+  "collective-broadcast": anyShape(),
   abs: arr(),
   negate: arr(),
   sign: arr(),
@@ -466,7 +473,18 @@ function instructionToProto(
       ),
     });
   }
-  if (a.dot !== undefined) {
+  if (a.dot !== undefined && instr.opcode === "ragged-dot") {
+    p.raggedDotDimensionNumbers = create(RaggedDotDimensionNumbersSchema, {
+      dotDimensionNumbers: create(DotDimensionNumbersSchema, {
+        lhsContractingDimensions: i64s(a.dot.lhsContracting, at("lhs_contracting_dims")),
+        rhsContractingDimensions: i64s(a.dot.rhsContracting, at("rhs_contracting_dims")),
+        lhsBatchDimensions: i64s(a.dot.lhsBatch, at("lhs_batch_dims")),
+        rhsBatchDimensions: i64s(a.dot.rhsBatch, at("rhs_batch_dims")),
+      }),
+      lhsRaggedDimensions: i64s(a.lhsRaggedDims ?? [], at("lhs_ragged_dims")),
+      rhsGroupDimensions: i64s(a.rhsGroupDims ?? [], at("rhs_group_dims")),
+    });
+  } else if (a.dot !== undefined) {
     p.dotDimensionNumbers = create(DotDimensionNumbersSchema, {
       lhsContractingDimensions: i64s(a.dot.lhsContracting, at("lhs_contracting_dims")),
       rhsContractingDimensions: i64s(a.dot.rhsContracting, at("rhs_contracting_dims")),
@@ -599,6 +617,11 @@ function instructionToProto(
         target: i64(y, at(`source_target_pairs[${k}]`)),
       }),
     );
+  }
+  if (a.isReverse !== undefined) p.isReverse = a.isReverse;
+  if (a.numCarries !== undefined) p.numCarries = i64(a.numCarries, at("num_carries"));
+  if (a.isAssociative !== undefined) {
+    p.isAssociative = a.isAssociative ? TriState.TRUE : TriState.FALSE;
   }
   if (a.isHostTransfer !== undefined) p.isHostTransfer = a.isHostTransfer;
   if (a.infeedConfig !== undefined) p.infeedConfig = new TextEncoder().encode(a.infeedConfig);
@@ -1440,8 +1463,15 @@ function readAttributes(
       }),
     );
   }
-  if (p.dotDimensionNumbers || uses("dot")) {
-    const d = p.dotDimensionNumbers;
+  if (p.raggedDotDimensionNumbers) {
+    const r = p.raggedDotDimensionNumbers;
+    a.lhsRaggedDims = nums(r.lhsRaggedDimensions, at("lhs_ragged_dimensions"));
+    a.rhsGroupDims = nums(r.rhsGroupDimensions, at("rhs_group_dimensions"));
+  } else if (uses("lhsRaggedDims")) {
+    throw new ProtoError(`${where}: ragged-dot has no ragged_dot_dimension_numbers`);
+  }
+  if (p.dotDimensionNumbers || p.raggedDotDimensionNumbers || uses("dot")) {
+    const d = p.dotDimensionNumbers ?? p.raggedDotDimensionNumbers?.dotDimensionNumbers;
     const f = at("dot_dimension_numbers");
     a.dot = {
       lhsBatch: nums(d?.lhsBatchDimensions ?? [], `${f}.lhs_batch_dimensions`),
@@ -1601,6 +1631,16 @@ function readAttributes(
       num(st.source, at(`source_target_pairs[${k}].source`), 0),
       num(st.target, at(`source_target_pairs[${k}].target`), 0),
     ]);
+  }
+  if (p.isReverse) a.isReverse = true;
+  if (uses("numCarries") || p.numCarries !== 0n) {
+    a.numCarries = num(p.numCarries, at("num_carries"), 0);
+  }
+  const assoc = p.isAssociative as number;
+  if (assoc === TriState.TRUE) a.isAssociative = true;
+  else if (assoc === TriState.FALSE) a.isAssociative = false;
+  else if (assoc !== TriState.UNSPECIFIED) {
+    throw new ProtoError(`${where}: unknown is_associative ${assoc}`);
   }
   if (p.isHostTransfer) a.isHostTransfer = true;
   const text = (b: Uint8Array, field: string): string => {

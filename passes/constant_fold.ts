@@ -70,6 +70,8 @@ const SIDE_EFFECTS: ReadonlySet<Opcode> = new Set<Opcode>([
   "outfeed",
   "rng",
   "rng-bit-generator",
+  "ragged-all-to-all",
+  "collective-broadcast",
 ]);
 
 function dependsOnDevice(op: Opcode): boolean {

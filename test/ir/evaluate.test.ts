@@ -749,6 +749,45 @@ ENTRY e {
     }
   });
 
+  const mapped = hlo(`
+HloModule mapped
+f {
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  cb = f32[] convert(b)
+  ROOT m = f32[] multiply(a, cb)
+}
+ENTRY e {
+  x = f32[2,2] parameter(0)
+  i = s32[2,2] parameter(1)
+  ROOT m = f32[2,2] map(x, i), dimensions={0,1}, to_apply=f
+}`);
+  it("map: to_apply on each element", () => {
+    const x = literal("f32", [2, 2], [1.5, -2, 3, 4]);
+    const i = literal("s32", [2, 2], [2, 3, -1, 0]);
+    expect(vals(run(mapped, x, i))).toEqual([3, -6, -3, 0]);
+  });
+
+  it("ragged-dot, scan, ragged-all-to-all and collective-broadcast are refused by name", () => {
+    const m = (body: string) =>
+      hlo(`HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n` +
+        `  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[4] parameter(0)\n  ${body}\n}`);
+    const x = literal("f32", [4], [1, 2, 3, 4]);
+    const cases: [string, RegExp][] = [
+      ["l = f32[2,3] constant({{1,2,3},{4,5,6}})\n  r = f32[2,3,1] constant({{{1},{1},{1}}," +
+        "{{2},{2},{2}}})\n  g = s32[2] constant({1, 1})\n  ROOT d = f32[2,1] ragged-dot(l, r, g)," +
+        " lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, " +
+        "rhs_group_dims={0}", /the evaluator does not run ragged-dot/],
+      ["z = f32[] constant(0)\n  ROOT s = f32[] scan(x, z), dimensions={0}, num_carries=1, " +
+        "to_apply=add", /the evaluator does not run scan/],
+      ["o = s32[2] constant({0, 0})\n  ROOT r = f32[4] ragged-all-to-all(x, x, o, o, o, o)",
+        /the evaluator does not run ragged-all-to-all/],
+      ["ROOT b = f32[4] collective-broadcast(x), replica_groups={{0}}",
+        /the evaluator does not run collective-broadcast/],
+    ];
+    for (const [body, re] of cases) expect(() => run(m(body), x)).toThrow(re);
+  });
+
   const rp = hlo(`
 HloModule rp
 ENTRY e {

@@ -267,6 +267,109 @@ const CASES = {
     ],
     bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
   },
+  "ragged-dot": {
+    good: [
+      {
+        // Non-contracting ragged dim: the rhs group dim (size g) is dropped.
+        operands: ["f32[11,5]", "f32[3,5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [1] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [0],
+        },
+        result: "f32[11,7]",
+      },
+      {
+        // Contracting ragged dim: a leading dim of g.
+        operands: ["f32[11,5]", "f32[5,7]", "s64[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [0] },
+          lhsRaggedDims: [1],
+          rhsGroupDims: [],
+        },
+        result: "f32[3,11,7]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[11,5]", "f32[4,5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [1] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [0],
+        },
+        error: "the rhs group dim must have size 3 (group_sizes), got 4",
+      },
+      {
+        operands: ["f32[11,5]", "f32[5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [0] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [],
+        },
+        error: "a non-contracting ragged dim needs exactly one rhs group dim",
+      },
+    ],
+  },
+  map: {
+    good: [{ operands: ["f32[2,3]", "f32[2,3]"], called: [addF32], result: "f32[2,3]" }],
+    bad: [
+      { operands: ["s32[2]", "s32[2]"], called: [addF32], error: "parameter 0 must be s32[]" },
+      { operands: ["f32[2]", "f32[3]"], called: [addF32], error: "no implicit broadcasting" },
+    ],
+  },
+  scan: {
+    good: [
+      {
+        operands: ["f32[4]", "f32[]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        result: "f32[]",
+      },
+      {
+        operands: ["f32[5]", "f32[5]"],
+        attrs: { dimensions: [0], numCarries: 0 },
+        called: [addF32],
+        result: "f32[5]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[4]", "s32[]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        error: "parameter 1 must be carry 0's s32[]",
+      },
+      {
+        operands: ["f32[4]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        error: "needs at least one input to scan",
+      },
+    ],
+  },
+  "ragged-all-to-all": {
+    good: [
+      {
+        operands: ["f32[8,2]", "f32[6,2]", "s32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        result: "f32[6,2]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[8,2]", "f32[6,3]", "s32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        error: "must agree on every dim but the first",
+      },
+      {
+        operands: ["f32[8,2]", "f32[6,2]", "f32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        error: "input_offsets must be s32 or s64",
+      },
+    ],
+  },
+  "collective-broadcast": {
+    good: [{ operands: ["f32[2]"], attrs: { replicaGroups: [[0, 1]] }, result: "f32[2]" }],
+    bad: [{ operands: [], error: "expects 1 operand, got 0" }],
+  },
   "add-dependency": {
     good: [{ operands: ["f32[2]", "token[]"], result: "f32[2]" }],
     bad: [{ operands: ["f32[2]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],

@@ -1,7 +1,8 @@
 // Modules in forms of XLA's dialect that Kiln reads and writes (kept custom-call/dot/call
 // attributes and control-predecessors, async ops, 8-bit floats, collectives, transfers, copies,
-// rng, reduce-precision), shared by the text round trip (test/ir/print_parse.test.ts) and the
-// proto round trip (test/ir/proto.test.ts).
+// rng, reduce-precision, ragged-dot, map, scan, ragged-all-to-all, collective-broadcast), shared
+// by the text round trip (test/ir/print_parse.test.ts) and the proto round trip
+// (test/ir/proto.test.ts).
 
 export const DIALECT_FORMS: Record<string, string> = {
   xla_attrs: `
@@ -136,6 +137,45 @@ ENTRY %main (x: f32[4], s: u64[2]) -> (f32[4], token[], f32[4], (f32[2], token[]
       bf16[4]{0}, f32[3]{0}, (u64[2]{0}, u32[4]{0})) tuple(f32[4]{0} %dep, token[] %sd, f32[4]{0}
       %rx, (f32[2]{0}, token[]) %feed, token[] %outf, f32[4]{0} %cd, f32[4]{0} %obx, bf16[4]{0} %rp,
       f32[3]{0} %r, (u64[2]{0}, u32[4]{0}) %rbg)
+}
+`,
+  grouped: `
+HloModule grouped
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+%step (x: f32[], c: f32[]) -> (f32[], f32[]) {
+  %x = f32[] parameter(0)
+  %c = f32[] parameter(1)
+  %n = f32[] add(f32[] %x, f32[] %c)
+  ROOT %t = (f32[], f32[]) tuple(f32[] %n, f32[] %n)
+}
+
+ENTRY %e (l: f32[11,5], r: f32[3,5,7], g: s32[3], v: f32[4], o: f32[6], off: s32[2]) -> (f32[11,7],
+      f32[4], (f32[4], f32[]), (f32[4], f32[]), f32[6], f32[4]) {
+  %l = f32[11,5] parameter(0)
+  %r = f32[3,5,7] parameter(1)
+  %g = s32[3] parameter(2)
+  %rd = f32[11,7] ragged-dot(f32[11,5] %l, f32[3,5,7] %r, s32[3] %g), lhs_contracting_dims={1},
+      rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+  %v = f32[4] parameter(3)
+  %z = f32[] constant(0)
+  %m = f32[4] map(f32[4] %v, f32[4] %v), dimensions={0}, to_apply=%add
+  %sc = (f32[4], f32[]) scan(f32[4] %v, f32[] %z), dimensions={0}, num_carries=1,
+      is_associative=true, to_apply=%step
+  %sr = (f32[4], f32[]) scan(f32[4] %v, f32[] %z), dimensions={0}, num_carries=1, is_reverse=true,
+      is_associative=false, to_apply=%step
+  %o = f32[6] parameter(4)
+  %off = s32[2] parameter(5)
+  %ra = f32[6] ragged-all-to-all(f32[4] %v, f32[6] %o, s32[2] %off, s32[2] %off, s32[2] %off, s32[2]
+      %off), replica_groups={{0,1}}
+  %cb = f32[4] collective-broadcast(f32[4] %v), channel_id=2, replica_groups={{0,1}}
+  ROOT %t.1 = (f32[11,7], f32[4], (f32[4], f32[]), (f32[4], f32[]), f32[6], f32[4]) tuple(f32[11,7]
+      %rd, f32[4] %m, (f32[4], f32[]) %sc, (f32[4], f32[]) %sr, f32[6] %ra, f32[4] %cb)
 }
 `,
 };

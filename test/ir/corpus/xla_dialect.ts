@@ -2,7 +2,8 @@
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
 // and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls,
-// 8-bit floats, transfers (send/recv, infeed/outfeed), copies, rng, reduce-precision.
+// 8-bit floats, transfers (send/recv, infeed/outfeed), copies, rng, reduce-precision, ragged-dot,
+// map, scan, ragged-all-to-all, collective-broadcast.
 // test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
 // own print and proto of it read back into the same module.
 
@@ -171,6 +172,41 @@ ENTRY e {
   rbg = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_philox
   ROOT t = (f32[4], token[], f32[4], (f32[2], token[]), token[], f32[4], f32[4], bf16[4], f32[3],
     (u64[2], u32[4])) tuple(dep, sd, rx, feed, outf, cd, obx, rp, r, rbg)
+}
+`,
+  grouped: `HloModule grouped
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+step {
+  x = f32[] parameter(0)
+  c = f32[] parameter(1)
+  n = f32[] add(x, c)
+  ROOT t = (f32[], f32[]) tuple(n, n)
+}
+
+ENTRY e {
+  l = f32[11,5] parameter(0)
+  r = f32[3,5,7] parameter(1)
+  g = s32[3] parameter(2)
+  rd = f32[11,7] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},
+    lhs_ragged_dims={0}, rhs_group_dims={0}
+  v = f32[4] parameter(3)
+  z = f32[] constant(0)
+  m = f32[4] map(v, v), dimensions={0}, to_apply=add
+  sc = (f32[4], f32[]) scan(v, z), dimensions={0}, num_carries=1, is_associative=true, to_apply=step
+  sr = (f32[4], f32[]) scan(v, z), dimensions={0}, num_carries=1, is_reverse=true,
+    is_associative=false, to_apply=step
+  o = f32[6] parameter(4)
+  off = s32[2] parameter(5)
+  ra = f32[6] ragged-all-to-all(v, o, off, off, off, off), replica_groups={{0,1}}
+  cb = f32[4] collective-broadcast(v), replica_groups={{0,1}}, channel_id=2
+  ROOT t = (f32[11,7], f32[4], (f32[4], f32[]), (f32[4], f32[]), f32[6], f32[4])
+    tuple(rd, m, sc, sr, ra, cb)
 }
 `,
 };
