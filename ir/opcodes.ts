@@ -159,9 +159,9 @@ export type OpGroup =
  * Roles of called computations, in the order they are stored in `Instruction.called`:
  * `to_apply` (reducers, comparators, call), `calls` (fusion), `condition`+`body` (while),
  * `branches` (conditional), `async` (async-update and async-done: the async computation, which
- * the text may leave out).
+ * the text may leave out), `list` (custom-call: any number, XLA's called_computations).
  */
-export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async";
+export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async" | "list";
 
 export interface OpcodeInfo {
   readonly group: OpGroup;
@@ -302,7 +302,7 @@ export const OPCODE_INFO = {
   "ragged-all-to-all": { group: "other", arity: 6, called: "none", elementwise: false },
   "collective-broadcast": { group: "other", arity: 1, called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
-  "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
+  "custom-call": { group: "other", arity: "variadic", called: "list", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };
 
 export function opcodeInfo(op: Opcode): OpcodeInfo {

@@ -1340,6 +1340,8 @@ class Parser {
         return one("calls");
       case "while":
         return [...one("condition"), ...one("body")];
+      case "list":
+        return one("called_computations");
       case "branches": {
         const t = d.refs.true_computation;
         const f = d.refs.false_computation;
@@ -1596,6 +1598,19 @@ const ATTR_PARSERS = {
     d.refs.branch_computations = refs;
   },
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  called_computations: (p, d) => {
+    p.expect("{", "to open called_computations");
+    const refs: NameRef[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        refs.push(p.computationRef());
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in called_computations");
+      }
+    }
+    d.refs.called_computations = refs;
+  },
   custom_call_has_side_effect: (p, d) => void (d.attrs.customCallHasSideEffect = p.bool()),
   output_to_operand_aliasing: (p, d) => void (d.attrs.outputToOperandAliasing = p.aliasing()),
   api_version: (p, d) => {

@@ -80,6 +80,7 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "called_computations",
   "custom_call_has_side_effect",
   "output_to_operand_aliasing",
   "api_version",
@@ -275,6 +276,7 @@ export const TEXT_ATTRS = {
     "output_to_operand_aliasing?",
     "api_version?",
     "operand_layout_constraints?",
+    "called_computations?",
   ],
 } as const satisfies { [K in Opcode]: readonly AttrSlot[] };
 
@@ -377,6 +379,10 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  called_computations: (i, n) =>
+    i.opcode === "custom-call" && i.called.length > 0
+      ? { text: `{${i.called.map((c) => `%${n.comp(c)}`).join(", ")}}`, isDefault: false }
+      : undefined,
   custom_call_has_side_effect: (i) => bool(i.attrs.customCallHasSideEffect),
   output_to_operand_aliasing: (i) =>
     i.attrs.outputToOperandAliasing === undefined

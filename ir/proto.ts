@@ -1309,6 +1309,8 @@ class Reader {
       case "branches":
         if (n === 0) throw new ProtoError(`${where}: conditional needs at least one branch`);
         return called;
+      case "list":
+        return called;
       default: {
         const never: never = role;
         throw new ProtoError(`${where}: unknown called role ${String(never)}`);

@@ -172,6 +172,8 @@ export function inferShape(
     case "branches":
       if (called.length < 1) c.fail(`needs at least one branch computation`);
       break;
+    case "list":
+      break;
     default: {
       const never: never = role;
       throw new Error(`unknown called role ${String(never)}`);

@@ -209,4 +209,27 @@ ENTRY e {
     tuple(rd, m, sc, sr, ra, cb)
 }
 `,
+  custom_called: `HloModule custom_called
+
+%gt (a: f32[], b: f32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = pred[] compare(f32[] %a, f32[] %b), direction=GT
+}
+
+%host (p: f32[2,2]) -> f32[2,2] {
+  %p = f32[2,2] parameter(0)
+  ROOT %n = f32[2,2] negate(f32[2,2] %p)
+}
+
+ENTRY %main (x: f32[8,64], y: f32[2,2]) -> ((f32[8,4], s32[8,4]), f32[2,2]) {
+  %x = f32[8,64] parameter(0)
+  %y = f32[2,2] parameter(1)
+  %topk = (f32[8,4], s32[8,4]) custom-call(f32[8,64] %x), custom_call_target="TopK",
+      called_computations={%gt}
+  %h = f32[2,2] custom-call(f32[2,2] %y), custom_call_target="HostExecute",
+      called_computations={%host, %gt}, output_to_operand_aliasing={{}: (0, {})}
+  ROOT %t = ((f32[8,4], s32[8,4]), f32[2,2]) tuple((f32[8,4], s32[8,4]) %topk, f32[2,2] %h)
+}
+`,
 };
