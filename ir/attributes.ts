@@ -43,6 +43,14 @@ export interface OutputOperandAlias {
   operandIndex: number[];
 }
 
+/** XLA's RandomDistribution of an rng, by its text name and its enum value in the proto. */
+export const RNG_DISTRIBUTIONS = { rng_uniform: 1, rng_normal: 2 } as const;
+export type RngDistribution = keyof typeof RNG_DISTRIBUTIONS;
+
+/** XLA's RandomAlgorithm of an rng-bit-generator, by its text name and proto enum value. */
+export const RNG_ALGORITHMS = { rng_default: 0, rng_three_fry: 1, rng_philox: 2 } as const;
+export type RngAlgorithm = keyof typeof RNG_ALGORITHMS;
+
 export type ComparisonDirection = "EQ" | "NE" | "LT" | "LE" | "GT" | "GE";
 export const COMPARISON_DIRECTIONS: readonly ComparisonDirection[] = [
   "EQ",
@@ -204,6 +212,32 @@ export interface Attributes {
   asyncExecutionThread?: string;
   /** call: XLA's is_composite (the call stands for a composite op; kept). */
   isComposite?: boolean;
+  /** send, recv and their -done: the transfer is with the host (XLA's is_host_transfer). */
+  isHostTransfer?: boolean;
+  /** infeed: XLA's infeed_config (a string the backend reads; kept). */
+  infeedConfig?: string;
+  /** outfeed: XLA's outfeed_config (kept). */
+  outfeedConfig?: string;
+  /** outfeed: the shape of the data sent (XLA's outfeed_shape; the operand's, with a layout). */
+  outfeedShape?: Shape;
+  /** reduce-precision: the exponent and mantissa bits of the format it rounds to. */
+  exponentBits?: number;
+  mantissaBits?: number;
+  /** rng: the distribution. */
+  rngDistribution?: RngDistribution;
+  /** rng-bit-generator: the algorithm. */
+  rngAlgorithm?: RngAlgorithm;
+  /** ragged-dot: the lhs dim split into groups (one), and the rhs dim that picks the group. */
+  lhsRaggedDims?: number[];
+  rhsGroupDims?: number[];
+  /** scan: how many trailing operands are carries (the others are scanned inputs). */
+  numCarries?: number;
+  /** scan: from the last element to the first. */
+  isReverse?: boolean;
+  /** scan: XLA's is_associative (absent: unspecified; kept). */
+  isAssociative?: boolean;
+  /** copy-start: XLA's cross_program_prefetch_index (kept). */
+  crossProgramPrefetchIndex?: number;
   backendConfig?: string;
   /**
    * XLA's sharding, as its text (`{devices=[2,2]<=[4]}`; ir/sharding.ts): canonical for the

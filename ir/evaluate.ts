@@ -8,7 +8,14 @@
 // naming the instruction, its operands' shapes and what went wrong.
 
 import { EvalError } from "./errors.ts";
-import { Literal } from "./literal.ts";
+import {
+  allocate,
+  bf16BitsToNumber,
+  f16BitsToNumber,
+  f32ToBF16Bits,
+  f32ToF16Bits,
+  Literal,
+} from "./literal.ts";
 import type { Computation, Instruction, Module } from "./module.ts";
 import { isCollective, type Opcode } from "./opcodes.ts";
 import { type Shape, shapeToString } from "./shape.ts";
@@ -187,6 +194,131 @@ function oneDevice(op: Opcode): OpImpl {
   };
 }
 
+// ---- transfers, random numbers, reduce-precision ------------------------------------------
+
+/** An opcode the evaluator does not run, with why. */
+const notEvaluated =
+  (why: string): OpImpl =>
+  (instr) =>
+    fail(`the evaluator does not run ${instr.opcode}: ${why}`);
+
+const TRANSFER =
+  "a transfer between devices or with the host, which a lone program has no peer for";
+const RANDOM = "its numbers are the backend's (XLA defines no values to check them against)";
+
+/** The bit layout of the float types reduce-precision rounds: total, exponent and mantissa bits. */
+const FLOAT_BITS: Partial<Record<string, { bits: number; exp: number; mant: number }>> = {
+  f16: { bits: 16, exp: 5, mant: 10 },
+  bf16: { bits: 16, exp: 8, mant: 7 },
+  f32: { bits: 32, exp: 8, mant: 23 },
+  f64: { bits: 64, exp: 11, mant: 52 },
+};
+
+function floatToBits(type: string, v: number): bigint {
+  switch (type) {
+    case "f16":
+      return BigInt(f32ToF16Bits(v));
+    case "bf16":
+      return BigInt(f32ToBF16Bits(v));
+    case "f32":
+      return BigInt(new Uint32Array(Float32Array.of(v).buffer)[0]!);
+    default:
+      return new BigUint64Array(Float64Array.of(v).buffer)[0]!;
+  }
+}
+
+function bitsToFloat(type: string, b: bigint): number {
+  switch (type) {
+    case "f16":
+      return f16BitsToNumber(Number(b));
+    case "bf16":
+      return bf16BitsToNumber(Number(b));
+    case "f32":
+      return new Float32Array(Uint32Array.of(Number(b)).buffer)[0]!;
+    default:
+      return new Float64Array(BigUint64Array.of(b).buffer)[0]!;
+  }
+}
+
+/**
+ * XLA's reduce-precision (the HLO evaluator's and the CPU emitter's bit arithmetic): round the
+ * mantissa to `mant` bits to nearest even, then flush exponents beyond an `exp`-bit format's
+ * range to zero or infinity; a NaN stays itself (or becomes infinity with no mantissa bits).
+ */
+export function reducePrecision(type: string, v: number, exp: number, mant: number): number {
+  const f = FLOAT_BITS[type];
+  if (f === undefined) throw new Error(`reduce-precision of ${type} is not supported`);
+  if (Number.isNaN(v)) return mant > 0 ? v : Infinity;
+  let x = floatToBits(type, v);
+  const srcMant = BigInt(f.mant);
+  if (mant < f.mant) {
+    const shift = srcMant - BigInt(mant);
+    const lastBit = 1n << shift;
+    const baseBias = (lastBit >> 1n) - 1n;
+    const bias = ((x & lastBit) >> shift) + baseBias;
+    const truncation = ~(lastBit - 1n);
+    x = (x + bias) & truncation & ((1n << BigInt(f.bits)) - 1n);
+  }
+  if (exp < f.exp) {
+    const signMask = 1n << BigInt(f.bits - 1);
+    const expMask = ((1n << BigInt(f.exp)) - 1n) << srcMant;
+    const bias = (1n << BigInt(f.exp - 1)) - 1n;
+    const reducedBias = (1n << BigInt(exp - 1)) - 1n;
+    const maxExp = bias + reducedBias;
+    const minExp = bias - reducedBias;
+    const xExp = x & expMask;
+    const signedZero = x & signMask;
+    if (xExp > maxExp << srcMant) x = signedZero | expMask;
+    else if (xExp <= minExp << srcMant) x = signedZero;
+  }
+  return bitsToFloat(type, x);
+}
+
+const reducePrecisionOp: OpImpl = (instr, ops) => {
+  const x = asLiteral(ops[0], "the operand");
+  const exp = instr.attrs.exponentBits ?? fail("attribute 'exponentBits' is missing");
+  const mant = instr.attrs.mantissaBits ?? fail("attribute 'mantissaBits' is missing");
+  if (FLOAT_BITS[x.type] === undefined) {
+    fail(`reduce-precision of ${x.type} is not computed (the evaluator rounds f16 bf16 f32 f64)`);
+  }
+  const src = elems(x);
+  const out = allocate(x.type, src.length);
+  const dst = out as unknown as number[];
+  for (let k = 0; k < src.length; k++) {
+    dst[k] = reducePrecision(x.type, src[k] as number, exp, mant);
+  }
+  return new Literal(x.type, x.dims, out);
+};
+
+/** copy-start: (destination, source, context); the copy is done at once. */
+const copyStartOp: OpImpl = (_instr, ops) => [
+  ops[0]!,
+  ops[0]!,
+  new Literal("u32", [], new Uint32Array(1)),
+];
+
+/** map: to_apply on each element of the operands (scalars in, a scalar out). */
+const mapOp: OpImpl = (instr, ops, ctx) => {
+  const comp = callee(instr, 0, "to_apply");
+  const xs = ops.map((o, i) => asLiteral(o, `operand ${i}`));
+  const first = xs[0] ?? fail("map needs an operand");
+  const n = elems(first).length;
+  const shape = instr.shape;
+  if (shape.kind !== "array") fail(`the result must be an array, got ${shapeToString(shape)}`);
+  const out = allocate(shape.type, n);
+  const dst = out as unknown as (number | bigint)[];
+  for (let k = 0; k < n; k++) {
+    const args = xs.map((x) => {
+      const one = allocate(x.type, 1) as unknown as (number | bigint)[];
+      one[0] = elems(x)[k]!;
+      return new Literal(x.type, [], one as unknown as ReturnType<typeof allocate>);
+    });
+    const r = asLiteral(ctx.call(comp, args), "to_apply's result");
+    dst[k] = elems(r)[0]!;
+  }
+  return new Literal(shape.type, first.dims, out);
+};
+
 const ONE_DEVICE: DeviceCount = { replicas: 1, partitions: 1 };
 
 export const EVALUATORS = {
@@ -210,6 +342,25 @@ export const EVALUATORS = {
   "collective-permute-done": oneDevice("collective-permute-done"),
   // A token carries nothing: its value is the one token literal.
   "after-all": () => new Literal("token", [], new Uint8Array(1)),
+  // Orderings only: the value is the operand's.
+  "add-dependency": (_instr, ops) => ops[0]!,
+  "opt-barrier": (_instr, ops) => ops[0]!,
+  send: notEvaluated(TRANSFER),
+  "send-done": notEvaluated(TRANSFER),
+  recv: notEvaluated(TRANSFER),
+  "recv-done": notEvaluated(TRANSFER),
+  infeed: notEvaluated(TRANSFER),
+  outfeed: notEvaluated(TRANSFER),
+  "copy-start": copyStartOp,
+  "copy-done": (_instr, ops) => asTuple(ops[0], "the copy-start value")[0]!,
+  "reduce-precision": reducePrecisionOp,
+  rng: notEvaluated(RANDOM),
+  "rng-bit-generator": notEvaluated(RANDOM),
+  "ragged-dot": notEvaluated("the evaluator has no ragged-dot yet (grouped matmuls)"),
+  map: mapOp,
+  scan: notEvaluated("the evaluator has no scan yet"),
+  "ragged-all-to-all": notEvaluated("a collective the replicated evaluator does not have yet"),
+  "collective-broadcast": notEvaluated("a collective the replicated evaluator does not have yet"),
   abs: unaryOp("abs"),
   negate: unaryOp("negate"),
   sign: unaryOp("sign"),

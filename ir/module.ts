@@ -391,6 +391,8 @@ export function calledRoleNames(instr: Instruction): string[] {
       return ["condition", "body"];
     case "branches":
       return instr.called.map((_, i) => `branch ${i}`);
+    case "list":
+      return instr.called.map((_, i) => `called computation ${i}`);
     default: {
       const never: never = role;
       throw new Error(`unknown called role ${String(never)}`);

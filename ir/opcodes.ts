@@ -105,6 +105,31 @@ export const OPCODES = [
   "async-done",
   // Ordering of side effects
   "after-all",
+  "add-dependency",
+  "opt-barrier",
+  // Transfers: between devices (send/recv) and with the host (infeed/outfeed). They parse,
+  // print, round-trip and verify; the evaluator does not run them.
+  "send",
+  "send-done",
+  "recv",
+  "recv-done",
+  "infeed",
+  "outfeed",
+  // Asynchronous copies
+  "copy-start",
+  "copy-done",
+  // Rounding to a narrower float format
+  "reduce-precision",
+  // Random numbers (the evaluator does not compute them: XLA's values are backend-defined)
+  "rng",
+  "rng-bit-generator",
+  // Grouped and scanned computations
+  "ragged-dot",
+  "map",
+  "scan",
+  // Collectives the evaluator does not run (read, printed, round-tripped and verified)
+  "ragged-all-to-all",
+  "collective-broadcast",
   // Escape hatch
   "custom-call",
 ] as const;
@@ -134,9 +159,9 @@ export type OpGroup =
  * Roles of called computations, in the order they are stored in `Instruction.called`:
  * `to_apply` (reducers, comparators, call), `calls` (fusion), `condition`+`body` (while),
  * `branches` (conditional), `async` (async-update and async-done: the async computation, which
- * the text may leave out).
+ * the text may leave out), `list` (custom-call: any number, XLA's called_computations).
  */
-export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async";
+export type CalledRole = "none" | "to_apply" | "calls" | "while" | "branches" | "async" | "list";
 
 export interface OpcodeInfo {
   readonly group: OpGroup;
@@ -258,8 +283,26 @@ export const OPCODE_INFO = {
   "async-update": { group: "control", arity: 1, called: "async", elementwise: false },
   "async-done": { group: "control", arity: 1, called: "async", elementwise: false },
   "after-all": { group: "other", arity: "variadic", called: "none", elementwise: false },
+  "add-dependency": { group: "other", arity: 2, called: "none", elementwise: false },
+  "opt-barrier": { group: "other", arity: 1, called: "none", elementwise: false },
+  send: { group: "other", arity: 2, called: "none", elementwise: false },
+  "send-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  recv: { group: "other", arity: 1, called: "none", elementwise: false },
+  "recv-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  infeed: { group: "other", arity: 1, called: "none", elementwise: false },
+  outfeed: { group: "other", arity: 2, called: "none", elementwise: false },
+  "copy-start": { group: "other", arity: 1, called: "none", elementwise: false },
+  "copy-done": { group: "other", arity: 1, called: "none", elementwise: false },
+  "reduce-precision": unary,
+  rng: { group: "other", arity: 2, called: "none", elementwise: false },
+  "rng-bit-generator": { group: "other", arity: 1, called: "none", elementwise: false },
+  "ragged-dot": { group: "contraction", arity: 3, called: "none", elementwise: false },
+  map: { group: "other", arity: "variadic", called: "to_apply", elementwise: false },
+  scan: { group: "control", arity: "variadic", called: "to_apply", elementwise: false },
+  "ragged-all-to-all": { group: "other", arity: 6, called: "none", elementwise: false },
+  "collective-broadcast": { group: "other", arity: 1, called: "none", elementwise: false },
   "set-dimension-size": { group: "dynamic", arity: 2, called: "none", elementwise: false },
-  "custom-call": { group: "other", arity: "variadic", called: "none", elementwise: false },
+  "custom-call": { group: "other", arity: "variadic", called: "list", elementwise: false },
 } satisfies { [K in Opcode]: OpcodeInfo };
 
 export function opcodeInfo(op: Opcode): OpcodeInfo {

@@ -31,6 +31,10 @@ import {
   type GatherDimensionNumbers,
   type Metadata,
   type PaddingDim,
+  RNG_ALGORITHMS,
+  RNG_DISTRIBUTIONS,
+  type RngAlgorithm,
+  type RngDistribution,
   type ScatterDimensionNumbers,
   type SliceDim,
   type WindowDim,
@@ -1336,6 +1340,8 @@ class Parser {
         return one("calls");
       case "while":
         return [...one("condition"), ...one("body")];
+      case "list":
+        return one("called_computations");
       case "branches": {
         const t = d.refs.true_computation;
         const f = d.refs.false_computation;
@@ -1511,7 +1517,8 @@ function message(e: unknown): string {
 /** Puts the attributes read for one instruction together (dot, gather, scatter records). */
 function assemble(opcode: Opcode, d: Draft): Attributes {
   const attrs: Attributes = { ...d.attrs };
-  if (opcode === "dot") attrs.dot = d.dot;
+  if (opcode === "dot" || opcode === "ragged-dot") attrs.dot = d.dot;
+  if (opcode === "ragged-dot" && attrs.rhsGroupDims === undefined) attrs.rhsGroupDims = [];
   // The printer leaves out an empty window (a convolution with no spatial dims), as XLA does.
   if (opcode === "convolution" && attrs.window === undefined) attrs.window = [];
   if (opcode === "gather") attrs.gather = { ...d.gather, indexVectorDim: d.indexVectorDim };
@@ -1591,6 +1598,19 @@ const ATTR_PARSERS = {
     d.refs.branch_computations = refs;
   },
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
+  called_computations: (p, d) => {
+    p.expect("{", "to open called_computations");
+    const refs: NameRef[] = [];
+    if (!p.eat("}")) {
+      for (;;) {
+        refs.push(p.computationRef());
+        if (p.eat(",")) continue;
+        if (p.eat("}")) break;
+        p.fail("',' or '}' in called_computations");
+      }
+    }
+    d.refs.called_computations = refs;
+  },
   custom_call_has_side_effect: (p, d) => void (d.attrs.customCallHasSideEffect = p.bool()),
   output_to_operand_aliasing: (p, d) => void (d.attrs.outputToOperandAliasing = p.aliasing()),
   api_version: (p, d) => {
@@ -1613,12 +1633,39 @@ const ATTR_PARSERS = {
     d.attrs.operandLayoutConstraints = shapes;
   },
   algorithm: (p, d) => {
+    // A dot's precision algorithm, or an rng-bit-generator's (XLA's two uses of the key).
+    p.ws();
+    if (p.text.startsWith("rng_", p.pos)) {
+      const names = Object.keys(RNG_ALGORITHMS) as RngAlgorithm[];
+      d.attrs.rngAlgorithm = p.oneOf(names, "an rng algorithm");
+      return;
+    }
     const names = Object.keys(DOT_ALGORITHMS) as DotAlgorithm[];
     d.attrs.dotAlgorithm = p.oneOf(names, "a dot algorithm");
   },
+  is_host_transfer: (p, d) => void (d.attrs.isHostTransfer = p.bool()),
+  infeed_config: (p, d) => void (d.attrs.infeedConfig = p.string()),
+  outfeed_shape: (p, d) => void (d.attrs.outfeedShape = p.shape()),
+  outfeed_config: (p, d) => void (d.attrs.outfeedConfig = p.string()),
+  exponent_bits: (p, d) => void (d.attrs.exponentBits = p.int()),
+  mantissa_bits: (p, d) => void (d.attrs.mantissaBits = p.int()),
+  distribution: (p, d) => {
+    const names = Object.keys(RNG_DISTRIBUTIONS) as RngDistribution[];
+    d.attrs.rngDistribution = p.oneOf(names, "an rng distribution");
+  },
+  cross_program_prefetch_index: (p, d) => void (d.attrs.crossProgramPrefetchIndex = p.int()),
+  lhs_ragged_dims: (p, d) => void (d.attrs.lhsRaggedDims = p.intList()),
+  rhs_group_dims: (p, d) => void (d.attrs.rhsGroupDims = p.intList()),
+  num_carries: (p, d) => void (d.attrs.numCarries = p.int()),
+  is_reverse: (p, d) => void (d.attrs.isReverse = p.bool()),
+  is_associative: (p, d) => void (d.attrs.isAssociative = p.bool()),
   is_composite: (p, d) => void (d.attrs.isComposite = p.bool()),
   async_execution_thread: (p, d) => void (d.attrs.asyncExecutionThread = p.string()),
-  channel_id: (p, d) => void (d.attrs.channelId = p.natural("a channel id")),
+  channel_id: (p, d) => {
+    // XLA: a channel id of 0 is none (its proto cannot tell them apart).
+    const id = p.natural("a channel id");
+    if (id !== 0) d.attrs.channelId = id;
+  },
   replica_groups: (p, d) => void (d.attrs.replicaGroups = p.groups("replica_groups")),
   source_target_pairs: (p, d) => {
     const at = p.pos;
@@ -1786,11 +1833,17 @@ function build(p: Parser, ast: ModuleAst): Module {
           );
         }
       }
+      // An outfeed without outfeed_shape= sends its operand's shape (XLA's parser, which prints
+      // it on every outfeed).
+      const attrs =
+        iAst.opcode === "outfeed" && iAst.attrs.outfeedShape === undefined && operands[0]
+          ? { ...iAst.attrs, outfeedShape: operands[0].shape }
+          : iAst.attrs;
       const instr = comp.addInstruction({
         opcode: iAst.opcode,
         shape,
         operands,
-        attrs: iAst.attrs,
+        attrs,
         called,
         metadata: iAst.metadata,
         name: iAst.anonymous ? anonymousName(iAst.opcode) : freshName(iAst.name),

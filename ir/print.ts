@@ -80,6 +80,7 @@ export const ATTR_KEYS = [
   "false_computation",
   "branch_computations",
   "custom_call_target",
+  "called_computations",
   "custom_call_has_side_effect",
   "output_to_operand_aliasing",
   "api_version",
@@ -92,6 +93,19 @@ export const ATTR_KEYS = [
   "source_target_pairs",
   "constrain_layout",
   "use_global_device_ids",
+  "is_host_transfer",
+  "infeed_config",
+  "outfeed_shape",
+  "outfeed_config",
+  "exponent_bits",
+  "mantissa_bits",
+  "distribution",
+  "cross_program_prefetch_index",
+  "lhs_ragged_dims",
+  "rhs_group_dims",
+  "num_carries",
+  "is_reverse",
+  "is_associative",
   "sharding",
   "control-predecessors",
   "frontend_attributes",
@@ -137,6 +151,24 @@ export const TEXT_ATTRS = {
   "replica-id": [],
   "partition-id": [],
   "after-all": [],
+  "add-dependency": [],
+  "opt-barrier": [],
+  send: ["channel_id?", "is_host_transfer?"],
+  "send-done": ["channel_id?", "is_host_transfer?"],
+  recv: ["channel_id?", "is_host_transfer?"],
+  "recv-done": ["channel_id?", "is_host_transfer?"],
+  infeed: ["infeed_config?"],
+  outfeed: ["outfeed_shape?", "outfeed_config?"],
+  "copy-start": ["cross_program_prefetch_index?"],
+  "copy-done": [],
+  "reduce-precision": ["exponent_bits", "mantissa_bits"],
+  rng: ["distribution"],
+  "rng-bit-generator": ["algorithm"],
+  "ragged-dot": [...DOT_DIMS, "lhs_ragged_dims", "rhs_group_dims?"],
+  map: ["dimensions?", "to_apply"],
+  scan: ["dimensions", "num_carries", "is_reverse?", "is_associative?", "to_apply"],
+  "ragged-all-to-all": ["channel_id?", "replica_groups?"],
+  "collective-broadcast": ["channel_id?", "replica_groups?"],
   abs: [],
   negate: [],
   sign: [],
@@ -244,6 +276,7 @@ export const TEXT_ATTRS = {
     "output_to_operand_aliasing?",
     "api_version?",
     "operand_layout_constraints?",
+    "called_computations?",
   ],
 } as const satisfies { [K in Opcode]: readonly AttrSlot[] };
 
@@ -346,6 +379,10 @@ const ATTR_PRINTERS = {
     i.attrs.customCallTarget === undefined
       ? undefined
       : { text: quoteString(i.attrs.customCallTarget), isDefault: false },
+  called_computations: (i, n) =>
+    i.opcode === "custom-call" && i.called.length > 0
+      ? { text: `{${i.called.map((c) => `%${n.comp(c)}`).join(", ")}}`, isDefault: false }
+      : undefined,
   custom_call_has_side_effect: (i) => bool(i.attrs.customCallHasSideEffect),
   output_to_operand_aliasing: (i) =>
     i.attrs.outputToOperandAliasing === undefined
@@ -361,7 +398,7 @@ const ATTR_PRINTERS = {
     const text = `{${shapes.map((s) => shapeToString(s, layouts)).join(", ")}}`;
     return { text, isDefault: false };
   },
-  algorithm: (i) => word(i.attrs.dotAlgorithm),
+  algorithm: (i) => word(i.attrs.dotAlgorithm ?? i.attrs.rngAlgorithm),
   is_composite: (i) => bool(i.attrs.isComposite),
   async_execution_thread: (i) =>
     i.attrs.asyncExecutionThread === undefined
@@ -378,6 +415,32 @@ const ATTR_PRINTERS = {
       : { text: printGroups(i.attrs.sourceTargetPairs), isDefault: false },
   constrain_layout: (i) => bool(i.attrs.constrainLayout),
   use_global_device_ids: (i) => bool(i.attrs.useGlobalDeviceIds),
+  is_host_transfer: (i) => bool(i.attrs.isHostTransfer),
+  infeed_config: (i) =>
+    i.attrs.infeedConfig === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.infeedConfig), isDefault: i.attrs.infeedConfig === "" },
+  outfeed_shape: (i, _n, layouts) =>
+    i.attrs.outfeedShape === undefined
+      ? undefined
+      : { text: shapeToString(i.attrs.outfeedShape, layouts), isDefault: false },
+  outfeed_config: (i) =>
+    i.attrs.outfeedConfig === undefined
+      ? undefined
+      : { text: quoteString(i.attrs.outfeedConfig), isDefault: i.attrs.outfeedConfig === "" },
+  exponent_bits: (i) => int(i.attrs.exponentBits),
+  mantissa_bits: (i) => int(i.attrs.mantissaBits),
+  distribution: (i) => word(i.attrs.rngDistribution),
+  cross_program_prefetch_index: (i) => int(i.attrs.crossProgramPrefetchIndex),
+  lhs_ragged_dims: (i) => ints(i.attrs.lhsRaggedDims),
+  rhs_group_dims: (i) => ints(i.attrs.rhsGroupDims),
+  num_carries: (i) => int(i.attrs.numCarries),
+  is_reverse: (i) => bool(i.attrs.isReverse),
+  // Printed whenever it is set, false too (XLA's tri-state: absent is unspecified).
+  is_associative: (i) =>
+    i.attrs.isAssociative === undefined
+      ? undefined
+      : { text: String(i.attrs.isAssociative), isDefault: false },
   "control-predecessors": (i, n) => {
     const names = i.attrs.controlPredecessors;
     if (names === undefined) return undefined;

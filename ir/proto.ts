@@ -36,6 +36,10 @@ import {
   DOT_ALGORITHMS,
   type DotAlgorithm,
   iotaReplicaGroups,
+  RNG_ALGORITHMS,
+  RNG_DISTRIBUTIONS,
+  type RngAlgorithm,
+  type RngDistribution,
 } from "./attributes.ts";
 import { ProtoError } from "./errors.ts";
 import {
@@ -100,6 +104,8 @@ import {
   SourceTargetSchema,
   OutputOperandAliasingSchema,
   PrecisionConfigSchema,
+  RaggedDotDimensionNumbersSchema,
+  TriState,
   type OpSharding,
   OpShardingSchema,
   TileProtoSchema,
@@ -161,6 +167,24 @@ const OP_RULES = {
   "replica-id": arr(),
   "partition-id": arr(),
   "after-all": arr(),
+  "add-dependency": anyShape(),
+  "opt-barrier": anyShape(),
+  send: anyShape(),
+  "send-done": arr(),
+  recv: anyShape(),
+  "recv-done": anyShape(),
+  infeed: anyShape(),
+  outfeed: arr("outfeedShape"),
+  "copy-start": anyShape(),
+  "copy-done": anyShape(),
+  "reduce-precision": arr("exponentBits", "mantissaBits"),
+  rng: arr("rngDistribution"),
+  "rng-bit-generator": anyShape("rngAlgorithm"),
+  "ragged-dot": arr("dot", "lhsRaggedDims", "rhsGroupDims"),
+  map: arr(),
+  scan: anyShape("dimensions", "numCarries"),
+  "ragged-all-to-all": arr(),
+  "collective-broadcast": anyShape(),
   abs: arr(),
   negate: arr(),
   sign: arr(),
@@ -390,7 +414,12 @@ function instructionToProto(
   const p = create(HloInstructionProtoSchema, {
     name: instr.name,
     opcode: instr.opcode,
-    shape: shapeToProto(instr.shape, `shape of ${where}`),
+    // XLA's loader takes an infeed's data shape from its result and requires a layout on it
+    // (its text parser gives every shape without one the default layout, which this writes).
+    shape: shapeToProto(
+      instr.opcode === "infeed" ? withDefaultLayouts(instr.shape) : instr.shape,
+      `shape of ${where}`,
+    ),
     id: BigInt(instr.id),
     operandIds: instr.operands.map((o) => BigInt(o.id)),
     calledComputationIds: called.map((c) => {
@@ -444,7 +473,18 @@ function instructionToProto(
       ),
     });
   }
-  if (a.dot !== undefined) {
+  if (a.dot !== undefined && instr.opcode === "ragged-dot") {
+    p.raggedDotDimensionNumbers = create(RaggedDotDimensionNumbersSchema, {
+      dotDimensionNumbers: create(DotDimensionNumbersSchema, {
+        lhsContractingDimensions: i64s(a.dot.lhsContracting, at("lhs_contracting_dims")),
+        rhsContractingDimensions: i64s(a.dot.rhsContracting, at("rhs_contracting_dims")),
+        lhsBatchDimensions: i64s(a.dot.lhsBatch, at("lhs_batch_dims")),
+        rhsBatchDimensions: i64s(a.dot.rhsBatch, at("rhs_batch_dims")),
+      }),
+      lhsRaggedDimensions: i64s(a.lhsRaggedDims ?? [], at("lhs_ragged_dims")),
+      rhsGroupDimensions: i64s(a.rhsGroupDims ?? [], at("rhs_group_dims")),
+    });
+  } else if (a.dot !== undefined) {
     p.dotDimensionNumbers = create(DotDimensionNumbersSchema, {
       lhsContractingDimensions: i64s(a.dot.lhsContracting, at("lhs_contracting_dims")),
       rhsContractingDimensions: i64s(a.dot.rhsContracting, at("rhs_contracting_dims")),
@@ -578,6 +618,27 @@ function instructionToProto(
       }),
     );
   }
+  if (a.isReverse !== undefined) p.isReverse = a.isReverse;
+  if (a.numCarries !== undefined) p.numCarries = i64(a.numCarries, at("num_carries"));
+  if (a.isAssociative !== undefined) {
+    p.isAssociative = a.isAssociative ? TriState.TRUE : TriState.FALSE;
+  }
+  if (a.isHostTransfer !== undefined) p.isHostTransfer = a.isHostTransfer;
+  if (a.infeedConfig !== undefined) p.infeedConfig = new TextEncoder().encode(a.infeedConfig);
+  if (a.outfeedConfig !== undefined) p.outfeedConfig = new TextEncoder().encode(a.outfeedConfig);
+  if (a.outfeedShape !== undefined) {
+    p.outfeedShape = shapeToProto(withDefaultLayouts(a.outfeedShape), at("outfeed_shape"));
+  }
+  if (a.exponentBits !== undefined) p.exponentBits = i32(a.exponentBits, at("exponent_bits"));
+  if (a.mantissaBits !== undefined) p.mantissaBits = i32(a.mantissaBits, at("mantissa_bits"));
+  if (a.rngDistribution !== undefined) p.distribution = RNG_DISTRIBUTIONS[a.rngDistribution];
+  if (a.rngAlgorithm !== undefined) p.rngAlgorithm = RNG_ALGORITHMS[a.rngAlgorithm];
+  if (a.crossProgramPrefetchIndex !== undefined) {
+    p.optionalCrossProgramPrefetchIndex = {
+      case: "crossProgramPrefetchIndex",
+      value: i32(a.crossProgramPrefetchIndex, at("cross_program_prefetch_index")),
+    };
+  }
   if (a.backendConfig !== undefined) p.backendConfig = new TextEncoder().encode(a.backendConfig);
   if (a.sharding !== undefined) {
     const s = parseSharding(a.sharding);
@@ -615,7 +676,7 @@ function metadataToProto(m: Metadata, what: string): OpMetadata | undefined {
 /** `s` with XLA's default (descending) layout on every array that has none. */
 function withDefaultLayouts(s: Shape): Shape {
   if (s.kind === "tuple") return { ...s, elements: s.elements.map(withDefaultLayouts) };
-  if (s.layout !== undefined) return s;
+  if (s.layout !== undefined || s.type === "token") return s;
   return { ...s, layout: s.dims.map((_, k) => s.dims.length - 1 - k) };
 }
 
@@ -1248,6 +1309,8 @@ class Reader {
       case "branches":
         if (n === 0) throw new ProtoError(`${where}: conditional needs at least one branch`);
         return called;
+      case "list":
+        return called;
       default: {
         const never: never = role;
         throw new ProtoError(`${where}: unknown called role ${String(never)}`);
@@ -1402,8 +1465,15 @@ function readAttributes(
       }),
     );
   }
-  if (p.dotDimensionNumbers || uses("dot")) {
-    const d = p.dotDimensionNumbers;
+  if (p.raggedDotDimensionNumbers) {
+    const r = p.raggedDotDimensionNumbers;
+    a.lhsRaggedDims = nums(r.lhsRaggedDimensions, at("lhs_ragged_dimensions"));
+    a.rhsGroupDims = nums(r.rhsGroupDimensions, at("rhs_group_dimensions"));
+  } else if (uses("lhsRaggedDims")) {
+    throw new ProtoError(`${where}: ragged-dot has no ragged_dot_dimension_numbers`);
+  }
+  if (p.dotDimensionNumbers || p.raggedDotDimensionNumbers || uses("dot")) {
+    const d = p.dotDimensionNumbers ?? p.raggedDotDimensionNumbers?.dotDimensionNumbers;
     const f = at("dot_dimension_numbers");
     a.dot = {
       lhsBatch: nums(d?.lhsBatchDimensions ?? [], `${f}.lhs_batch_dimensions`),
@@ -1563,6 +1633,49 @@ function readAttributes(
       num(st.source, at(`source_target_pairs[${k}].source`), 0),
       num(st.target, at(`source_target_pairs[${k}].target`), 0),
     ]);
+  }
+  if (p.isReverse) a.isReverse = true;
+  if (uses("numCarries") || p.numCarries !== 0n) {
+    a.numCarries = num(p.numCarries, at("num_carries"), 0);
+  }
+  const assoc = p.isAssociative as number;
+  if (assoc === TriState.TRUE) a.isAssociative = true;
+  else if (assoc === TriState.FALSE) a.isAssociative = false;
+  else if (assoc !== TriState.UNSPECIFIED) {
+    throw new ProtoError(`${where}: unknown is_associative ${assoc}`);
+  }
+  if (p.isHostTransfer) a.isHostTransfer = true;
+  const text = (b: Uint8Array, field: string): string => {
+    try {
+      return utf8.decode(b);
+    } catch {
+      throw new ProtoError(`${where}: ${field} is not valid UTF-8`);
+    }
+  };
+  if (p.infeedConfig.length > 0) a.infeedConfig = text(p.infeedConfig, "infeed_config");
+  if (p.outfeedConfig.length > 0) a.outfeedConfig = text(p.outfeedConfig, "outfeed_config");
+  if (p.outfeedShape) a.outfeedShape = shapeFromProto(p.outfeedShape, at("outfeed_shape"));
+  else if (uses("outfeedShape")) throw new ProtoError(`${where}: outfeed has no outfeed_shape`);
+  if (uses("exponentBits") || p.exponentBits !== 0) a.exponentBits = p.exponentBits;
+  if (uses("mantissaBits") || p.mantissaBits !== 0) a.mantissaBits = p.mantissaBits;
+  if (uses("rngDistribution") || p.distribution !== 0) {
+    const d = p.distribution as number;
+    const name = (Object.keys(RNG_DISTRIBUTIONS) as RngDistribution[]).find(
+      (k) => RNG_DISTRIBUTIONS[k] === d,
+    );
+    if (name === undefined) throw new ProtoError(`${where}: unknown rng distribution ${d}`);
+    a.rngDistribution = name;
+  }
+  if (uses("rngAlgorithm") || p.rngAlgorithm !== 0) {
+    const g = p.rngAlgorithm as number;
+    const name = (Object.keys(RNG_ALGORITHMS) as RngAlgorithm[]).find(
+      (k) => RNG_ALGORITHMS[k] === g,
+    );
+    if (name === undefined) throw new ProtoError(`${where}: unknown rng algorithm ${g}`);
+    a.rngAlgorithm = name;
+  }
+  if (p.optionalCrossProgramPrefetchIndex.case === "crossProgramPrefetchIndex") {
+    a.crossProgramPrefetchIndex = p.optionalCrossProgramPrefetchIndex.value;
   }
   if (p.backendConfig.length > 0) {
     try {

@@ -12,6 +12,7 @@ import {
   COMPARISON_DIRECTIONS,
   type Attributes,
   type ConvDimensionNumbers,
+  type DotDimensionNumbers,
   type WindowDim,
 } from "./attributes.ts";
 import { ShapeError } from "./errors.ts";
@@ -70,6 +71,10 @@ export const DECLARED_SHAPE_OPCODES: ReadonlySet<Opcode> = new Set<Opcode>([
   "all-gather",
   "all-gather-start",
   "reduce-scatter",
+  "recv",
+  "infeed",
+  "rng",
+  "rng-bit-generator",
 ]);
 
 /** True when `inferShape(opcode, ...)` needs the declared shape. */
@@ -166,6 +171,8 @@ export function inferShape(
       break;
     case "branches":
       if (called.length < 1) c.fail(`needs at least one branch computation`);
+      break;
+    case "list":
       break;
     default: {
       const never: never = role;
@@ -733,6 +740,21 @@ const dotRule: ShapeRule = (c) => {
   const b = c.array(1, "rhs");
   const t = sameTypes(c, [a, b]);
   const dn = c.need(c.attrs.dot, "dot");
+  const { dims, dynamic } = dotResultDims(c, a, b, dn, []);
+  return arrayShape(preferredType(c, t), dims, dynamic);
+};
+
+/**
+ * The checks of a dot's dimension numbers and its result dims: batch, lhs free, rhs free (less
+ * `rhsSkip`, a ragged-dot's group dim).
+ */
+function dotResultDims(
+  c: RuleContext,
+  a: ArrayShape,
+  b: ArrayShape,
+  dn: DotDimensionNumbers,
+  rhsSkip: readonly number[],
+): { dims: number[]; dynamic: boolean[] } {
   c.dimList([...dn.lhsBatch, ...dn.lhsContracting], a.dims.length, "lhs batch+contracting dims", {
     unique: true,
   });
@@ -780,9 +802,193 @@ const dotRule: ShapeRule = (c) => {
       }
     });
   free(a, [...dn.lhsBatch, ...dn.lhsContracting]);
-  free(b, [...dn.rhsBatch, ...dn.rhsContracting]);
+  free(b, [...dn.rhsBatch, ...dn.rhsContracting, ...rhsSkip]);
+  return { dims, dynamic };
+}
+
+/**
+ * ragged-dot(lhs, rhs, group_sizes) (XLA's InferRaggedDotOpShape): lhs_ragged_dims names the one
+ * lhs dim cut into groups by group_sizes ([g], or [prefix..., g]). A non-contracting ragged dim
+ * takes one rhs group dim (of size g), which the result drops; a contracting one gives the
+ * result a leading dim of g; a batch one changes no dim.
+ */
+const raggedDotRule: ShapeRule = (c) => {
+  const a = c.array(0, "lhs");
+  const b = c.array(1, "rhs");
+  const gs = c.array(2, "group_sizes");
+  const t = sameTypes(c, [a, b]);
+  if (!isIntegerType(gs.type)) c.fail(`group_sizes must be integers, got ${gs.type}`);
+  const dn = c.need(c.attrs.dot, "dot");
+  const ragged = c.need(c.attrs.lhsRaggedDims, "lhs_ragged_dims");
+  const groupDims = c.attrs.rhsGroupDims ?? [];
+  if (ragged.length !== 1) c.fail(`lhs_ragged_dims must hold exactly one dim, got {${ragged}}`);
+  const r = ragged[0]!;
+  c.index(r, a.dims.length, "lhs ragged dim");
+  const mode = dn.lhsBatch.includes(r)
+    ? "batch"
+    : dn.lhsContracting.includes(r)
+      ? "contracting"
+      : "non-contracting";
+  const lhsFree = a.dims.map((_, i) => i).filter(
+    (i) => !dn.lhsBatch.includes(i) && !dn.lhsContracting.includes(i),
+  );
+  const prefix =
+    mode === "batch"
+      ? dn.lhsBatch.slice(0, dn.lhsBatch.indexOf(r))
+      : mode === "contracting"
+        ? [...dn.lhsBatch, ...dn.lhsContracting.slice(0, dn.lhsContracting.indexOf(r))]
+        : [...dn.lhsBatch, ...lhsFree.slice(0, lhsFree.indexOf(r))];
+  if (gs.dims.length === 0) c.fail(`group_sizes must have a group dim, got ${str(gs)}`);
+  if (gs.dims.length !== 1) {
+    const want = prefix.map((d) => a.dims[d]!);
+    if (gs.dims.length !== want.length + 1 || want.some((d, i) => gs.dims[i] !== d)) {
+      c.fail(`group_sizes must have shape [${[...want, "g"].join(",")}], got ${str(gs)}`);
+    }
+  }
+  const g = gs.dims[gs.dims.length - 1]!;
+  for (const d of groupDims) {
+    c.index(d, b.dims.length, "rhs group dim");
+    if (dn.rhsBatch.includes(d) || dn.rhsContracting.includes(d)) {
+      c.fail(`rhs group dim ${d} cannot be a batch or contracting dim`);
+    }
+  }
+  if (mode !== "non-contracting" && groupDims.length !== 0) {
+    c.fail(`a ${mode} ragged dim takes no rhs group dims, got {${groupDims}}`);
+  }
+  if (mode === "non-contracting") {
+    if (groupDims.length !== 1) {
+      c.fail(`a non-contracting ragged dim needs exactly one rhs group dim, got {${groupDims}}`);
+    }
+    if (b.dims[groupDims[0]!] !== g) {
+      c.fail(`the rhs group dim must have size ${g} (group_sizes), got ${b.dims[groupDims[0]!]}`);
+    }
+  }
+  const { dims, dynamic } = dotResultDims(c, a, b, dn, groupDims);
+  if (mode === "contracting") {
+    dims.unshift(g);
+    dynamic.unshift(gs.dynamic[gs.dims.length - 1]!);
+  }
   return arrayShape(preferredType(c, t), dims, dynamic);
 };
+
+/**
+ * map(operands...): to_apply over the elements of same-dims operands, scalars in, a scalar out;
+ * dimensions=, when given, lists every dim in order (XLA maps over all of them).
+ */
+const mapRule: ShapeRule = (c: RuleContext) => {
+  if (c.operands.length === 0) c.fail("needs at least one operand");
+  const xs = c.operands.map((_, i) => c.array(i));
+  const first = xs[0]!;
+  mergeDims(c, xs, first.type);
+  const dims = c.attrs.dimensions;
+  if (dims !== undefined && (dims.length !== first.dims.length || dims.some((d, i) => d !== i))) {
+    c.fail(`dimensions {${dims}} must be every operand dim in order (0..${first.dims.length - 1})`);
+  }
+  const sig = c.callee(0, "to_apply");
+  const where = `to_apply ${signatureToString(sig)}`;
+  if (sig.params.length !== xs.length) {
+    c.fail(`${where} takes ${sig.params.length} parameters but got ${xs.length} operands`);
+  }
+  xs.forEach((x, i) => {
+    if (!shapesEqual(sig.params[i]!, scalarShape(x.type))) {
+      c.fail(`${where}: parameter ${i} must be ${x.type}[]`);
+    }
+  });
+  const r = sig.result;
+  if (r.kind !== "array" || r.dims.length !== 0) c.fail(`${where} must return a scalar`);
+  return mergeDims(c, xs, r.type);
+};
+
+/** An array shape with a dim of size n inserted at `at`. */
+function withDim(s: Shape, at: number, n: number, c: RuleContext): Shape {
+  if (s.kind !== "array") c.fail(`scan outputs must be arrays, got ${str(s)}`);
+  if (at > s.dims.length) c.fail(`scan dim ${at} is out of range for output ${str(s)}`);
+  const dims = [...s.dims];
+  const dynamic = [...s.dynamic];
+  dims.splice(at, 0, n);
+  dynamic.splice(at, 0, false);
+  return arrayShape(s.type, dims, dynamic);
+}
+
+/**
+ * scan(inputs..., inits...): to_apply runs once per element along dimensions={d} (backwards with
+ * is_reverse), on the inputs' slices and the carries, giving (outputs..., carries...); the
+ * result stacks each output along d and ends with the last carries (XLA's parser's rule).
+ */
+const scanRule: ShapeRule = (c: RuleContext) => {
+  const k = c.need(c.attrs.numCarries, "num_carries");
+  c.int(k, "num_carries", 0);
+  if (k > c.operands.length) {
+    c.fail(`num_carries ${k} is more than the ${c.operands.length} operands`);
+  }
+  const nIn = c.operands.length - k;
+  if (nIn === 0) c.fail("needs at least one input to scan");
+  const d = c.oneDim(c.array(0, "input 0").dims.length);
+  const n = c.array(0, "input 0").dims[d]!;
+  const inputs = c.operands.slice(0, nIn).map((_, i) => c.array(i, `input ${i}`));
+  for (const x of inputs) {
+    if (x.dims.length <= d || x.dims[d] !== n) {
+      c.fail(`every input needs dim ${d} of size ${n}, got ${str(x)}`);
+    }
+  }
+  const carries = c.operands.slice(nIn);
+  const sig = c.callee(0, "to_apply");
+  const where = `to_apply ${signatureToString(sig)}`;
+  if (sig.params.length !== c.operands.length) {
+    c.fail(`${where} takes ${sig.params.length} parameters but got ${c.operands.length} operands`);
+  }
+  inputs.forEach((x, i) => {
+    const keep = (_: unknown, j: number) => j !== d;
+    const slice = arrayShape(x.type, x.dims.filter(keep), x.dynamic.filter(keep));
+    if (!compatibleShapes(sig.params[i]!, slice)) {
+      c.fail(`${where}: parameter ${i} must be the slice ${str(slice)} of input ${i}`);
+    }
+  });
+  carries.forEach((x, i) => {
+    if (!compatibleShapes(sig.params[nIn + i]!, x)) {
+      c.fail(`${where}: parameter ${nIn + i} must be carry ${i}'s ${str(x)}`);
+    }
+  });
+  const root = sig.result;
+  if (root.kind !== "tuple") {
+    if (k > 0) return plainShape(root);
+    return withDim(root, d, n, c);
+  }
+  const m = root.elements.length;
+  if (m < k) c.fail(`${where} must return (outputs..., ${k} carries)`);
+  root.elements.slice(m - k).forEach((e, i) => {
+    if (!compatibleShapes(e, carries[i]!)) {
+      c.fail(`${where}: its carry ${i} ${str(e)} must be the init's ${str(carries[i]!)}`);
+    }
+  });
+  return tupleShape(
+    root.elements.map((e, i) => (i < m - k ? withDim(e, d, n, c) : plainShape(e))),
+  );
+};
+
+/** ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets, recv_sizes). */
+const raggedAllToAllRule: ShapeRule = (c: RuleContext) => {
+  const input = c.array(0, "input");
+  const output = c.array(1, "output");
+  if (input.type !== output.type) {
+    c.fail(
+      `input and output must have the same element type, got ${input.type} and ${output.type}`,
+    );
+  }
+  const rest = (s: ArrayShape) => s.dims.slice(1).join(",");
+  if (input.dims.length !== output.dims.length || rest(input) !== rest(output)) {
+    c.fail(`input ${str(input)} and output ${str(output)} must agree on every dim but the first`);
+  }
+  const names = ["input_offsets", "send_sizes", "output_offsets", "recv_sizes"];
+  names.forEach((name, i) => {
+    const s = c.array(i + 2, name);
+    if (s.type !== "s32" && s.type !== "s64") c.fail(`${name} must be s32 or s64, got ${str(s)}`);
+  });
+  return plain(output);
+};
+
+/** collective-broadcast(x): each group's first device's x, on every device of the group. */
+const collectiveBroadcastRule: ShapeRule = (c) => plainShape(c.operands[0]!);
 
 /** Output dims of a window over `base` (XLA's InferWindowOutputShape). */
 function windowOutput(
@@ -1632,6 +1838,163 @@ function checkAsyncCallee(c: RuleContext, t: TupleShape): void {
   }
 }
 
+// ---- Side effects, transfers, copies, random numbers -------------------------------------------
+
+const TOKEN = scalarShape("token");
+const isToken = (s: Shape | undefined): boolean =>
+  s !== undefined && s.kind === "array" && s.type === "token" && s.dims.length === 0;
+
+function tokenOperand(c: RuleContext, i: number): void {
+  if (!isToken(c.operands[i])) c.fail(`operand ${i} must be token[], got ${str(c.operands[i]!)}`);
+}
+
+/** XLA's ShapeUtil::Compatible: same element types and dims, layouts and dynamism aside. */
+function compatibleShapes(a: Shape, b: Shape): boolean {
+  if (a.kind === "tuple" || b.kind === "tuple") {
+    return (
+      a.kind === "tuple" &&
+      b.kind === "tuple" &&
+      a.elements.length === b.elements.length &&
+      a.elements.every((e, i) => compatibleShapes(e, b.elements[i]!))
+    );
+  }
+  return a.type === b.type && sameBounds(a, b);
+}
+
+/** add-dependency(x, token): x, ordered after the token. */
+const addDependencyRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  return plainShape(c.operands[0]!);
+};
+
+/** send(data, token): (data, u32[] context, token[]). */
+const sendRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  return tupleShape([plainShape(c.operands[0]!), scalarShape("u32"), TOKEN]);
+};
+
+/** recv(token): the declared (data, u32[] context, token[]); the data shape is the declared one. */
+const recvRule: ShapeRule = (c: RuleContext) => {
+  tokenOperand(c, 0);
+  const d = c.declared!;
+  if (d.kind !== "tuple" || d.elements.length !== 3) {
+    c.fail(`the result must be the tuple (data, u32[], token[]), got ${str(d)}`);
+  }
+  return tupleShape([plainShape(d.elements[0]!), scalarShape("u32"), TOKEN]);
+};
+
+/** The (data, u32[], token[]) tuple of a send or recv, operand 0 of its -done. */
+function transferTuple(c: RuleContext, of: string): TupleShape {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length !== 3 || !isToken(t.elements[2])) {
+    c.fail(`the operand must be a ${of}'s (data, u32[], token[]), got ${str(t)}`);
+  }
+  return t;
+}
+
+const sendDoneRule: ShapeRule = (c: RuleContext) => {
+  transferTuple(c, "send");
+  return TOKEN;
+};
+
+/** recv-done: (data, token[]). */
+const recvDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = transferTuple(c, "recv");
+  return tupleShape([plainShape(t.elements[0]!), TOKEN]);
+};
+
+/** infeed(token): the declared (data, token[]). */
+const infeedRule: ShapeRule = (c: RuleContext) => {
+  tokenOperand(c, 0);
+  const d = c.declared!;
+  if (d.kind !== "tuple" || d.elements.length !== 2) {
+    c.fail(`the result must be the tuple (data, token[]), got ${str(d)}`);
+  }
+  return tupleShape([plainShape(d.elements[0]!), TOKEN]);
+};
+
+/** outfeed(data, token): token[]; outfeed_shape, when given, is the data's shape. */
+const outfeedRule: ShapeRule = (c) => {
+  tokenOperand(c, 1);
+  const want = c.attrs.outfeedShape;
+  if (want !== undefined && !compatibleShapes(want, c.operands[0]!)) {
+    c.fail(`outfeed_shape ${str(want)} must be the operand's shape ${str(c.operands[0]!)}`);
+  }
+  return TOKEN;
+};
+
+/** copy-start(x): (destination x, source x, u32[] context). */
+const copyStartRule: ShapeRule = (c) => {
+  const x = plainShape(c.operands[0]!);
+  return tupleShape([x, x, scalarShape("u32")]);
+};
+
+/** copy-done: the destination of a copy-start's (destination, source, context). */
+const copyDoneRule: ShapeRule = (c: RuleContext) => {
+  const t = c.operands[0]!;
+  if (t.kind !== "tuple" || t.elements.length < 2) {
+    c.fail(`the operand must be a copy-start's (destination, source, context), got ${str(t)}`);
+  }
+  if (!compatibleShapes(t.elements[0]!, t.elements[1]!)) {
+    c.fail(
+      `the destination ${str(t.elements[0]!)} and source ${str(t.elements[1]!)} must have ` +
+        "the same shape",
+    );
+  }
+  return plainShape(t.elements[0]!);
+};
+
+/** reduce-precision: a float array rounded to exponent_bits and mantissa_bits; same shape. */
+const reducePrecisionRule: ShapeRule = (c) => {
+  const x = c.array(0);
+  if (!isFloatType(x.type)) c.fail(`needs a floating-point element type, got ${x.type}`);
+  const e = c.need(c.attrs.exponentBits, "exponent_bits");
+  const m = c.need(c.attrs.mantissaBits, "mantissa_bits");
+  c.int(e, "exponent_bits", 1);
+  c.int(m, "mantissa_bits", 0);
+  return plain(x);
+};
+
+/**
+ * rng(a, b): numbers of the declared array shape, uniform in [a, b) or normal with mean a and
+ * standard deviation b; a and b are scalars of the result's element type (XLA's verifier).
+ */
+const rngRule: ShapeRule = (c) => {
+  const d = c.declaredArray();
+  const a = c.scalar(0, "operand 0 (a)");
+  const b = c.scalar(1, "operand 1 (b)");
+  if (a.type !== b.type || a.type !== d.type) {
+    c.fail(`operands and result must have the same element type, got ${a.type}, ${b.type} ` +
+      `and ${d.type}`);
+  }
+  const dist = c.need(c.attrs.rngDistribution, "distribution");
+  if (dist === "rng_normal" && !isFloatType(d.type)) {
+    c.fail(`rng_normal needs a floating-point element type, got ${d.type}`);
+  }
+  if (dist === "rng_uniform" && d.type === "token") {
+    c.fail(`rng_uniform needs a float, integer or pred element type, got ${d.type}`);
+  }
+  return plain(d);
+};
+
+/**
+ * rng-bit-generator(state): the declared (new state, bits), the new state the operand's shape;
+ * XLA also accepts a declared array (the bits alone).
+ */
+const rngBitGeneratorRule: ShapeRule = (c: RuleContext) => {
+  const state = c.array(0, "the state");
+  c.need(c.attrs.rngAlgorithm, "algorithm");
+  const d = c.declared!;
+  if (d.kind === "array") return plain(d);
+  if (d.elements.length !== 2) {
+    c.fail(`the result must be the tuple (state, bits), got ${str(d)}`);
+  }
+  if (!compatibleShapes(d.elements[0]!, state)) {
+    c.fail(`the result's state ${str(d.elements[0]!)} must be the operand's ${str(state)}`);
+  }
+  return tupleShape([plain(state), plainShape(d.elements[1]!)]);
+};
+
 // ---- The table -------------------------------------------------------------------------------
 
 const SHAPE_RULES = {
@@ -1641,6 +2004,24 @@ const SHAPE_RULES = {
   "replica-id": () => scalarShape("u32"),
   "partition-id": () => scalarShape("u32"),
   "after-all": afterAllRule,
+  "add-dependency": addDependencyRule,
+  "opt-barrier": (c) => plainShape(c.operands[0]!),
+  send: sendRule,
+  "send-done": sendDoneRule,
+  recv: recvRule,
+  "recv-done": recvDoneRule,
+  infeed: infeedRule,
+  outfeed: outfeedRule,
+  "copy-start": copyStartRule,
+  "copy-done": copyDoneRule,
+  "reduce-precision": reducePrecisionRule,
+  rng: rngRule,
+  "rng-bit-generator": rngBitGeneratorRule,
+  "ragged-dot": raggedDotRule,
+  map: mapRule,
+  scan: scanRule,
+  "ragged-all-to-all": raggedAllToAllRule,
+  "collective-broadcast": collectiveBroadcastRule,
   "async-start": asyncStartRule,
   "async-update": asyncUpdateRule,
   "async-done": asyncDoneRule,

@@ -745,6 +745,7 @@ const U = (f: (c: VjpContext, x: Instruction) => Instruction): VjpRule => {
 };
 
 const noAsyncGradient = { none: "an asynchronous call (Kiln has no derivative rule for it)" };
+const noTransferGradient = { none: "a transfer (Kiln has no derivative rule for transfers)" };
 const noCollectiveGradient = { none: "a collective (Kiln has no derivative rule for collectives)" };
 
 export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
@@ -768,6 +769,24 @@ export const VJP_RULES: Record<Opcode, VjpRule | { none: string }> = {
   "async-update": noAsyncGradient,
   "async-done": noAsyncGradient,
   "after-all": notFloat,
+  "ragged-dot": none("a grouped matmul (Kiln has no derivative rule for it yet)"),
+  map: none("a per-element call (Kiln has no derivative rule for it yet)"),
+  scan: none("a scan (Kiln has no derivative rule for it yet)"),
+  "ragged-all-to-all": noCollectiveGradient,
+  "collective-broadcast": noCollectiveGradient,
+  "add-dependency": none("an ordering on a token (Kiln has no derivative rule for it)"),
+  "opt-barrier": none("an optimization barrier (Kiln has no derivative rule for it)"),
+  send: noTransferGradient,
+  "send-done": noTransferGradient,
+  recv: noTransferGradient,
+  "recv-done": noTransferGradient,
+  infeed: noTransferGradient,
+  outfeed: noTransferGradient,
+  "copy-start": none("an asynchronous copy (Kiln has no derivative rule for it)"),
+  "copy-done": none("an asynchronous copy (Kiln has no derivative rule for it)"),
+  "reduce-precision": none("a rounding to a narrower float (Kiln has no derivative rule for it)"),
+  rng: none("random numbers (no derivative)"),
+  "rng-bit-generator": none("random bits (no derivative)"),
   abs: U(({ b, g }, x) => b.multiply(g, b.sign(x))),
   negate: U(({ b, g }) => b.negate(g)),
   sign: zeroGradient,

@@ -45,12 +45,34 @@ const NEVER_FOLD: ReadonlySet<Opcode> = new Set<Opcode>([
 
 /**
  * True for what must run where the program runs: a loop (it might not end), a custom-call (it
- * might have effects), and what depends on which device runs it (replica-id, partition-id and
- * the collectives: folding them would compute one device's answer for every device).
+ * might have effects), transfers, orderings and random numbers, and what depends on which
+ * device runs it (replica-id, partition-id and the collectives: folding them would compute one
+ * device's answer for every device).
  */
 function unsafeAtCompileTime(i: Instruction): boolean {
-  return i.opcode === "while" || i.opcode === "custom-call" || dependsOnDevice(i.opcode);
+  return (
+    i.opcode === "while" ||
+    i.opcode === "custom-call" ||
+    dependsOnDevice(i.opcode) ||
+    SIDE_EFFECTS.has(i.opcode)
+  );
 }
+
+/** Transfers, orderings and random numbers: what they do is more than the value they give. */
+const SIDE_EFFECTS: ReadonlySet<Opcode> = new Set<Opcode>([
+  "add-dependency",
+  "opt-barrier",
+  "send",
+  "send-done",
+  "recv",
+  "recv-done",
+  "infeed",
+  "outfeed",
+  "rng",
+  "rng-bit-generator",
+  "ragged-all-to-all",
+  "collective-broadcast",
+]);
 
 function dependsOnDevice(op: Opcode): boolean {
   return op === "replica-id" || op === "partition-id" || isCollective(op);

@@ -80,6 +80,18 @@ const parameterRule: Rule = (_ctx, instr) => {
   throw new DynamicPadderError("internal: parameters are bound by the caller", instr);
 };
 
+/** An opcode the padder has no rule for: fine on static shapes, refused on dynamic ones. */
+const noRule = (what: string): Rule => (ctx, instr, ops) => {
+  if (ops.some((o) => hasTracked(o.sizes)) || hasDynamic(instr.shape)) {
+    throw new DynamicPadderError(
+      `${what} with bounded dynamic operands or result cannot be padded (the padder has no ` +
+        `rule for ${what})`,
+      instr,
+    );
+  }
+  return same(ctx, instr, ops, fullSizes(instr.shape));
+};
+
 /** Rejects an op whose operands or result have dynamic dims (its semantics are unknown). */
 const opaque: Rule = (ctx, instr, ops) => {
   if (ops.some((o) => hasTracked(o.sizes)) || hasDynamic(instr.shape)) {
@@ -696,6 +708,24 @@ export const RULES = {
   "async-update": unsupported("async-update"),
   "async-done": unsupported("async-done"),
   "after-all": leaf,
+  "ragged-dot": noRule("ragged-dot"),
+  map: noRule("map"),
+  scan: noRule("scan"),
+  "ragged-all-to-all": noRule("ragged-all-to-all"),
+  "collective-broadcast": noRule("collective-broadcast"),
+  "add-dependency": noRule("add-dependency"),
+  "opt-barrier": noRule("opt-barrier"),
+  send: noRule("send"),
+  "send-done": noRule("send-done"),
+  recv: noRule("recv"),
+  "recv-done": noRule("recv-done"),
+  infeed: noRule("infeed"),
+  outfeed: noRule("outfeed"),
+  "copy-start": noRule("copy-start"),
+  "copy-done": noRule("copy-done"),
+  "reduce-precision": elementwise,
+  rng: noRule("rng"),
+  "rng-bit-generator": noRule("rng-bit-generator"),
   abs: elementwise,
   negate: elementwise,
   sign: elementwise,

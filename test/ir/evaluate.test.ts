@@ -707,6 +707,111 @@ ENTRY e {
     expect(lit(b!).type).toBe("token");
   });
 
+  const orderings = hlo(`
+HloModule orderings
+ENTRY e {
+  x = f32[3] parameter(0)
+  a = token[] after-all()
+  d = f32[3] add-dependency(x, a)
+  cs = (f32[3], f32[3], u32[]) copy-start(d)
+  cd = f32[3] copy-done(cs)
+  ROOT ob = (f32[3], f32[3]) opt-barrier((f32[3], f32[3]) tuple(cd, x))
+}`);
+  it("add-dependency, copy-start/-done and opt-barrier pass their operand's value on", () => {
+    const x = literal("f32", [3], [1, -2, 3.5]);
+    const [c, y] = tup(run(orderings, x));
+    expect([vals(c!), vals(y!)]).toEqual([[1, -2, 3.5], [1, -2, 3.5]]);
+  });
+
+  it("transfers and random numbers are refused by name", () => {
+    const cases: [string, RegExp][] = [
+      ["t = token[] after-all()\n  ROOT s = (f32[2], u32[], token[]) send(x, t), channel_id=1",
+        /the evaluator does not run send: a transfer/],
+      ["t = token[] after-all()\n  ROOT r = (f32[2], u32[], token[]) recv(t), channel_id=1",
+        /the evaluator does not run recv: a transfer/],
+      ["t = token[] after-all()\n  s = (f32[2], u32[], token[]) send(x, t)\n" +
+        "  ROOT d = token[] send-done(s)", /the evaluator does not run send: a transfer/],
+      ["t = token[] after-all()\n  r = (f32[2], u32[], token[]) recv(t)\n" +
+        "  ROOT d = (f32[2], token[]) recv-done(r)", /the evaluator does not run recv: a transfer/],
+      ["t = token[] after-all()\n  ROOT r = (f32[2], token[]) infeed(t)",
+        /the evaluator does not run infeed: a transfer/],
+      ["t = token[] after-all()\n  ROOT o = token[] outfeed(x, t)",
+        /the evaluator does not run outfeed: a transfer/],
+      ["z = f32[] constant(0)\n  ROOT r = f32[2] rng(z, z), distribution=rng_uniform",
+        /the evaluator does not run rng: its numbers are the backend's/],
+      ["s = u64[2] constant({1, 2})\n  ROOT r = (u64[2], u32[2]) rng-bit-generator(s), " +
+        "algorithm=rng_philox", /the evaluator does not run rng-bit-generator/],
+    ];
+    for (const [body, re] of cases) {
+      const m = hlo(`HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ${body}\n}`);
+      expect(() => run(m, literal("f32", [2], [1, 2]))).toThrow(EvalError);
+      expect(() => run(m, literal("f32", [2], [1, 2]))).toThrow(re);
+    }
+  });
+
+  const mapped = hlo(`
+HloModule mapped
+f {
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  cb = f32[] convert(b)
+  ROOT m = f32[] multiply(a, cb)
+}
+ENTRY e {
+  x = f32[2,2] parameter(0)
+  i = s32[2,2] parameter(1)
+  ROOT m = f32[2,2] map(x, i), dimensions={0,1}, to_apply=f
+}`);
+  it("map: to_apply on each element", () => {
+    const x = literal("f32", [2, 2], [1.5, -2, 3, 4]);
+    const i = literal("s32", [2, 2], [2, 3, -1, 0]);
+    expect(vals(run(mapped, x, i))).toEqual([3, -6, -3, 0]);
+  });
+
+  it("ragged-dot, scan, ragged-all-to-all and collective-broadcast are refused by name", () => {
+    const m = (body: string) =>
+      hlo(`HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n` +
+        `  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[4] parameter(0)\n  ${body}\n}`);
+    const x = literal("f32", [4], [1, 2, 3, 4]);
+    const cases: [string, RegExp][] = [
+      ["l = f32[2,3] constant({{1,2,3},{4,5,6}})\n  r = f32[2,3,1] constant({{{1},{1},{1}}," +
+        "{{2},{2},{2}}})\n  g = s32[2] constant({1, 1})\n  ROOT d = f32[2,1] ragged-dot(l, r, g)," +
+        " lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, " +
+        "rhs_group_dims={0}", /the evaluator does not run ragged-dot/],
+      ["z = f32[] constant(0)\n  ROOT s = f32[] scan(x, z), dimensions={0}, num_carries=1, " +
+        "to_apply=add", /the evaluator does not run scan/],
+      ["o = s32[2] constant({0, 0})\n  ROOT r = f32[4] ragged-all-to-all(x, x, o, o, o, o)",
+        /the evaluator does not run ragged-all-to-all/],
+      ["ROOT b = f32[4] collective-broadcast(x), replica_groups={{0}}",
+        /the evaluator does not run collective-broadcast/],
+    ];
+    for (const [body, re] of cases) expect(() => run(m(body), x)).toThrow(re);
+  });
+
+  const rp = hlo(`
+HloModule rp
+ENTRY e {
+  x = f32[8] parameter(0)
+  a = f32[8] reduce-precision(x), exponent_bits=5, mantissa_bits=2
+  b = f32[8] reduce-precision(x), exponent_bits=4, mantissa_bits=0
+  h = f16[8] convert(x)
+  c = f16[8] reduce-precision(h), exponent_bits=5, mantissa_bits=1
+  ROOT t = (f32[8], f32[8], f16[8]) tuple(a, b, c)
+}`);
+  it("reduce-precision: ties to even, exponents out of range to zero or infinity (XLA's)", () => {
+    // 1.125 and 1.375 are ties at 2 mantissa bits (to 1 and 1.5); 1.0625 rounds down; 1e5
+    // overflows e5 (max 57344 for e5m2) to inf; 1e-5 underflows to 0 (sign kept); with no
+    // mantissa bits a NaN becomes inf, with some it stays NaN.
+    const x = literal("f32", [8], [1.125, 1.375, 1.0625, 1e5, -1e-5, NaN, 3, -0]);
+    const [a, b, c] = tup(run(rp, x));
+    expect(vals(a!)).toEqual([1, 1.5, 1, Infinity, -0, NaN, 3, -0]);
+    // e4m0: powers of two in [2^-6, 2^7]; 1.375 -> 1, and the tie 3 -> 2 (the even bit pattern:
+    // 2's biased exponent 128, not 4's 129).
+    expect(vals(b!)).toEqual([1, 1, 1, Infinity, -0, Infinity, 2, -0]);
+    // f16 at 1 mantissa bit: 1.125 -> 1, 1.375 -> 1.5, 3 -> 3.
+    expect(vals(c!)).toEqual([1, 1.5, 1, Infinity, -0, NaN, 3, -0]);
+  });
+
   const iota = hlo(`
 HloModule iota
 ENTRY e {

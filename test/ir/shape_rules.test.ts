@@ -267,6 +267,264 @@ const CASES = {
     ],
     bad: [{ operands: ["token[]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
   },
+  "ragged-dot": {
+    good: [
+      {
+        // Non-contracting ragged dim: the rhs group dim (size g) is dropped.
+        operands: ["f32[11,5]", "f32[3,5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [1] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [0],
+        },
+        result: "f32[11,7]",
+      },
+      {
+        // Contracting ragged dim: a leading dim of g.
+        operands: ["f32[11,5]", "f32[5,7]", "s64[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [0] },
+          lhsRaggedDims: [1],
+          rhsGroupDims: [],
+        },
+        result: "f32[3,11,7]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[11,5]", "f32[4,5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [1] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [0],
+        },
+        error: "the rhs group dim must have size 3 (group_sizes), got 4",
+      },
+      {
+        operands: ["f32[11,5]", "f32[5,7]", "s32[3]"],
+        attrs: {
+          dot: { lhsBatch: [], rhsBatch: [], lhsContracting: [1], rhsContracting: [0] },
+          lhsRaggedDims: [0],
+          rhsGroupDims: [],
+        },
+        error: "a non-contracting ragged dim needs exactly one rhs group dim",
+      },
+    ],
+  },
+  map: {
+    good: [{ operands: ["f32[2,3]", "f32[2,3]"], called: [addF32], result: "f32[2,3]" }],
+    bad: [
+      { operands: ["s32[2]", "s32[2]"], called: [addF32], error: "parameter 0 must be s32[]" },
+      { operands: ["f32[2]", "f32[3]"], called: [addF32], error: "no implicit broadcasting" },
+    ],
+  },
+  scan: {
+    good: [
+      {
+        operands: ["f32[4]", "f32[]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        result: "f32[]",
+      },
+      {
+        operands: ["f32[5]", "f32[5]"],
+        attrs: { dimensions: [0], numCarries: 0 },
+        called: [addF32],
+        result: "f32[5]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[4]", "s32[]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        error: "parameter 1 must be carry 0's s32[]",
+      },
+      {
+        operands: ["f32[4]"],
+        attrs: { dimensions: [0], numCarries: 1 },
+        called: [addF32],
+        error: "needs at least one input to scan",
+      },
+    ],
+  },
+  "ragged-all-to-all": {
+    good: [
+      {
+        operands: ["f32[8,2]", "f32[6,2]", "s32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        result: "f32[6,2]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["f32[8,2]", "f32[6,3]", "s32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        error: "must agree on every dim but the first",
+      },
+      {
+        operands: ["f32[8,2]", "f32[6,2]", "f32[2]", "s32[2]", "s32[2]", "s32[2]"],
+        error: "input_offsets must be s32 or s64",
+      },
+    ],
+  },
+  "collective-broadcast": {
+    good: [{ operands: ["f32[2]"], attrs: { replicaGroups: [[0, 1]] }, result: "f32[2]" }],
+    bad: [{ operands: [], error: "expects 1 operand, got 0" }],
+  },
+  "add-dependency": {
+    good: [{ operands: ["f32[2]", "token[]"], result: "f32[2]" }],
+    bad: [{ operands: ["f32[2]", "f32[]"], error: "operand 1 must be token[], got f32[]" }],
+  },
+  "opt-barrier": {
+    good: [{ operands: ["(f32[2], s32[])"], result: "(f32[2], s32[])" }],
+    bad: [{ operands: ["f32[2]", "f32[2]"], error: "expects 1 operand, got 2" }],
+  },
+  send: {
+    good: [{ operands: ["f32[2]", "token[]"], result: "(f32[2], u32[], token[])" }],
+    bad: [{ operands: ["f32[2]", "s32[]"], error: "operand 1 must be token[], got s32[]" }],
+  },
+  "send-done": {
+    good: [{ operands: ["(f32[2], u32[], token[])"], result: "token[]" }],
+    bad: [{ operands: ["(f32[2], u32[])"], error: "the operand must be a send's" }],
+  },
+  recv: {
+    good: [
+      {
+        operands: ["token[]"],
+        declared: "(f32[2], u32[], token[])",
+        result: "(f32[2], u32[], token[])",
+      },
+    ],
+    bad: [
+      {
+        operands: ["token[]"],
+        declared: "f32[2]",
+        error: "must be the tuple (data, u32[], token[])",
+      },
+      {
+        operands: ["f32[]"],
+        declared: "(f32[2], u32[], token[])",
+        error: "operand 0 must be token[]",
+      },
+    ],
+  },
+  "recv-done": {
+    good: [{ operands: ["(f32[2], u32[], token[])"], result: "(f32[2], token[])" }],
+    bad: [{ operands: ["(f32[2], u32[], f32[])"], error: "the operand must be a recv's" }],
+  },
+  infeed: {
+    good: [
+      {
+        operands: ["token[]"],
+        declared: "((f32[2], s32[]), token[])",
+        result: "((f32[2], s32[]), token[])",
+      },
+    ],
+    bad: [
+      { operands: ["token[]"], declared: "(f32[2])", error: "must be the tuple (data, token[])" },
+    ],
+  },
+  outfeed: {
+    good: [
+      { operands: ["f32[2]", "token[]"], result: "token[]" },
+      { operands: ["f32[2]", "token[]"], attrs: { outfeedShape: sh("f32[2]") }, result: "token[]" },
+    ],
+    bad: [
+      {
+        operands: ["f32[2]", "token[]"],
+        attrs: { outfeedShape: sh("f32[3]") },
+        error: "outfeed_shape f32[3] must be the operand's shape f32[2]",
+      },
+    ],
+  },
+  "copy-start": {
+    good: [{ operands: ["f32[2]"], result: "(f32[2], f32[2], u32[])" }],
+    bad: [{ operands: [], error: "expects 1 operand, got 0" }],
+  },
+  "copy-done": {
+    good: [{ operands: ["(f32[2], f32[2], u32[])"], result: "f32[2]" }],
+    bad: [
+      { operands: ["(f32[2], f32[3], u32[])"], error: "the destination f32[2] and source f32[3]" },
+      { operands: ["f32[2]"], error: "the operand must be a copy-start's" },
+    ],
+  },
+  "reduce-precision": {
+    good: [
+      { operands: ["bf16[2]"], attrs: { exponentBits: 5, mantissaBits: 2 }, result: "bf16[2]" },
+    ],
+    bad: [
+      {
+        operands: ["s32[2]"],
+        attrs: { exponentBits: 5, mantissaBits: 2 },
+        error: "needs a floating-point",
+      },
+      {
+        operands: ["f32[2]"],
+        attrs: { exponentBits: 0, mantissaBits: 2 },
+        error: "exponent_bits must be an integer >= 1",
+      },
+      { operands: ["f32[2]"], attrs: { exponentBits: 5 }, error: "needs attribute mantissa_bits" },
+    ],
+  },
+  rng: {
+    good: [
+      {
+        operands: ["f32[]", "f32[]"],
+        attrs: { rngDistribution: "rng_normal" },
+        declared: "f32[3]",
+        result: "f32[3]",
+      },
+      {
+        operands: ["s32[]", "s32[]"],
+        attrs: { rngDistribution: "rng_uniform" },
+        declared: "s32[3]",
+        result: "s32[3]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["s32[]", "s32[]"],
+        attrs: { rngDistribution: "rng_normal" },
+        declared: "s32[3]",
+        error: "rng_normal needs a floating-point",
+      },
+      {
+        operands: ["f32[]", "f16[]"],
+        attrs: { rngDistribution: "rng_uniform" },
+        declared: "f32[3]",
+        error: "the same element type, got f32, f16 and f32",
+      },
+      {
+        operands: ["f32[2]", "f32[]"],
+        attrs: { rngDistribution: "rng_uniform" },
+        declared: "f32[3]",
+        error: "operand 0 (a) must be a scalar",
+      },
+    ],
+  },
+  "rng-bit-generator": {
+    good: [
+      {
+        operands: ["u64[2]"],
+        attrs: { rngAlgorithm: "rng_three_fry" },
+        declared: "(u64[2], u32[4])",
+        result: "(u64[2], u32[4])",
+      },
+      {
+        operands: ["u64[2]"],
+        attrs: { rngAlgorithm: "rng_default" },
+        declared: "u32[4]",
+        result: "u32[4]",
+      },
+    ],
+    bad: [
+      {
+        operands: ["u64[2]"],
+        attrs: { rngAlgorithm: "rng_philox" },
+        declared: "(u64[3], u32[4])",
+        error: "the result's state u64[3] must be the operand's u64[2]",
+      },
+    ],
+  },
   "async-start": {
     good: [
       { operands: ["f32[2]"], called: [branchF32], result: "((f32[2]), f32[2])" },
@@ -1654,6 +1912,10 @@ describe("shape rule helpers", () => {
       "all-gather",
       "all-gather-start",
       "reduce-scatter",
+      "recv",
+      "infeed",
+      "rng",
+      "rng-bit-generator",
       "custom-call",
     ]);
   });

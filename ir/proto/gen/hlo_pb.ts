@@ -14,7 +14,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { CollectiveDeviceListProto, ConvolutionDimensionNumbers, DotDimensionNumbers, FrontendAttributes, GatherDimensionNumbers, IotaReplicaGroupListProto, LiteralProto, OpMetadata, OpSharding, OutputOperandAliasing, PaddingConfig, PrecisionConfig, ProgramShapeProto, ReplicaGroup, ScatterDimensionNumbers, ShapeProto, SourceTarget, Window } from "./xla_data_pb.ts";
+import type { CollectiveDeviceListProto, ConvolutionDimensionNumbers, DotDimensionNumbers, FrontendAttributes, GatherDimensionNumbers, IotaReplicaGroupListProto, LiteralProto, OpMetadata, OpSharding, OutputOperandAliasing, PaddingConfig, PrecisionConfig, ProgramShapeProto, RaggedDotDimensionNumbers, RandomAlgorithm, RandomDistribution, ReplicaGroup, ScatterDimensionNumbers, ShapeProto, SourceTarget, TriState, Window } from "./xla_data_pb.ts";
 import { file_xla_data } from "./xla_data_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hlo.proto.
  */
 export const file_hlo: GenFile = /*@__PURE__*/
-  fileDesc("CglobG8ucHJvdG8SA3hsYSKgDgoTSGxvSW5zdHJ1Y3Rpb25Qcm90bxIMCgRuYW1lGAEgASgJEg4KBm9wY29kZRgCIAEoCRIeCgVzaGFwZRgDIAEoCzIPLnhsYS5TaGFwZVByb3RvEiEKCG1ldGFkYXRhGAcgASgLMg8ueGxhLk9wTWV0YWRhdGESIgoHbGl0ZXJhbBgIIAEoCzIRLnhsYS5MaXRlcmFsUHJvdG8SGAoQcGFyYW1ldGVyX251bWJlchgJIAEoAxITCgtmdXNpb25fa2luZBgLIAEoCRITCgt0dXBsZV9pbmRleBgNIAEoAxISCgpkaW1lbnNpb25zGA4gAygDEhsKBndpbmRvdxgPIAEoCzILLnhsYS5XaW5kb3cSRwodY29udm9sdXRpb25fZGltZW5zaW9uX251bWJlcnMYECABKAsyIC54bGEuQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEhsKE2ZlYXR1cmVfZ3JvdXBfY291bnQYMiABKAMSGQoRYmF0Y2hfZ3JvdXBfY291bnQYOiABKAMSQgoQc2xpY2VfZGltZW5zaW9ucxgRIAMoCzIoLnhsYS5IbG9JbnN0cnVjdGlvblByb3RvLlNsaWNlRGltZW5zaW9ucxIbChNkeW5hbWljX3NsaWNlX3NpemVzGBQgAygDEioKDnBhZGRpbmdfY29uZmlnGBUgASgLMhIueGxhLlBhZGRpbmdDb25maWcSGgoSY3VzdG9tX2NhbGxfdGFyZ2V0GBwgASgJEjcKFWRvdF9kaW1lbnNpb25fbnVtYmVycxgeIAEoCzIYLnhsYS5Eb3REaW1lbnNpb25OdW1iZXJzEhwKFGNvbXBhcmlzb25fZGlyZWN0aW9uGD8gASgJEj0KGGdhdGhlcl9kaW1lbnNpb25fbnVtYmVycxghIAEoCzIbLnhsYS5HYXRoZXJEaW1lbnNpb25OdW1iZXJzEhoKEmdhdGhlcl9zbGljZV9zaXplcxgiIAMoAxIKCgJpZBgjIAEoAxITCgtvcGVyYW5kX2lkcxgkIAMoAxIfChdjb250cm9sX3ByZWRlY2Vzc29yX2lkcxglIAMoAxIeChZjYWxsZWRfY29tcHV0YXRpb25faWRzGCYgAygDEhYKDmJhY2tlbmRfY29uZmlnGCsgASgMEiEKCHNoYXJkaW5nGCggASgLMg8ueGxhLk9wU2hhcmRpbmcSNAoTZnJvbnRlbmRfYXR0cmlidXRlcxhEIAEoCzIXLnhsYS5Gcm9udGVuZEF0dHJpYnV0ZXMSEQoJaXNfc3RhYmxlGDwgASgIEj8KGXNjYXR0ZXJfZGltZW5zaW9uX251bWJlcnMYMCABKAsyHC54bGEuU2NhdHRlckRpbWVuc2lvbk51bWJlcnMSGgoSaW5kaWNlc19hcmVfc29ydGVkGEMgASgIEhYKDnVuaXF1ZV9pbmRpY2VzGEUgASgIEhIKCmNoYW5uZWxfaWQYGiABKAMSKQoOcmVwbGljYV9ncm91cHMYMSADKAsyES54bGEuUmVwbGljYUdyb3VwEh0KFXVzZV9nbG9iYWxfZGV2aWNlX2lkcxhHIAEoCBIYChBjb25zdHJhaW5fbGF5b3V0GDggASgIEi4KE3NvdXJjZV90YXJnZXRfcGFpcnMYNCADKAsyES54bGEuU291cmNlVGFyZ2V0EkAKFmNvbGxlY3RpdmVfZGV2aWNlX2xpc3QYVyABKAsyHi54bGEuQ29sbGVjdGl2ZURldmljZUxpc3RQcm90b0gAEkUKG2lvdGFfY29sbGVjdGl2ZV9kZXZpY2VfbGlzdBhcIAEoCzIeLnhsYS5Jb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvSAASIwobY3VzdG9tX2NhbGxfaGFzX3NpZGVfZWZmZWN0GEEgASgIEjoKF2N1c3RvbV9jYWxsX2FwaV92ZXJzaW9uGE0gASgOMhkueGxhLkN1c3RvbUNhbGxBcGlWZXJzaW9uEjMKGm9wZXJhbmRfc2hhcGVzX3dpdGhfbGF5b3V0GDkgAygLMg8ueGxhLlNoYXBlUHJvdG8SOwoXb3V0cHV0X29wZXJhbmRfYWxpYXNpbmcYSiADKAsyGi54bGEuT3V0cHV0T3BlcmFuZEFsaWFzaW5nEi4KEHByZWNpc2lvbl9jb25maWcYMyABKAsyFC54bGEuUHJlY2lzaW9uQ29uZmlnEh4KFmFzeW5jX2V4ZWN1dGlvbl90aHJlYWQYTyABKAkSFAoMaXNfY29tcG9zaXRlGFkgASgIEhcKD2NvbXBhcmlzb25fdHlwZRhIIAEoCRo/Cg9TbGljZURpbWVuc2lvbnMSDQoFc3RhcnQYASABKAMSDQoFbGltaXQYAiABKAMSDgoGc3RyaWRlGAMgASgDQhQKEnJlcGxpY2FfZ3JvdXBfbGlzdCK+AQoTSGxvQ29tcHV0YXRpb25Qcm90bxIMCgRuYW1lGAEgASgJEi4KDGluc3RydWN0aW9ucxgCIAMoCzIYLnhsYS5IbG9JbnN0cnVjdGlvblByb3RvEi0KDXByb2dyYW1fc2hhcGUYBCABKAsyFi54bGEuUHJvZ3JhbVNoYXBlUHJvdG8SCgoCaWQYBSABKAMSDwoHcm9vdF9pZBgGIAEoAxIdChVpc19mdXNpb25fY29tcHV0YXRpb24YByABKAgizAEKDkhsb01vZHVsZVByb3RvEgwKBG5hbWUYASABKAkSHgoWZW50cnlfY29tcHV0YXRpb25fbmFtZRgCIAEoCRIcChRlbnRyeV9jb21wdXRhdGlvbl9pZBgGIAEoAxIuCgxjb21wdXRhdGlvbnMYAyADKAsyGC54bGEuSGxvQ29tcHV0YXRpb25Qcm90bxIyChJob3N0X3Byb2dyYW1fc2hhcGUYBCABKAsyFi54bGEuUHJvZ3JhbVNoYXBlUHJvdG8SCgoCaWQYBSABKAMqtAEKFEN1c3RvbUNhbGxBcGlWZXJzaW9uEhsKF0FQSV9WRVJTSU9OX1VOU1BFQ0lGSUVEEAASGAoUQVBJX1ZFUlNJT05fT1JJR0lOQUwQARIgChxBUElfVkVSU0lPTl9TVEFUVVNfUkVUVVJOSU5HEAISKAokQVBJX1ZFUlNJT05fU1RBVFVTX1JFVFVSTklOR19VTklGSUVEEAMSGQoVQVBJX1ZFUlNJT05fVFlQRURfRkZJEARiBnByb3RvMw", [file_xla_data]);
+  fileDesc("CglobG8ucHJvdG8SA3hsYSKCEgoTSGxvSW5zdHJ1Y3Rpb25Qcm90bxIMCgRuYW1lGAEgASgJEg4KBm9wY29kZRgCIAEoCRIeCgVzaGFwZRgDIAEoCzIPLnhsYS5TaGFwZVByb3RvEiEKCG1ldGFkYXRhGAcgASgLMg8ueGxhLk9wTWV0YWRhdGESIgoHbGl0ZXJhbBgIIAEoCzIRLnhsYS5MaXRlcmFsUHJvdG8SGAoQcGFyYW1ldGVyX251bWJlchgJIAEoAxITCgtmdXNpb25fa2luZBgLIAEoCRITCgt0dXBsZV9pbmRleBgNIAEoAxISCgpkaW1lbnNpb25zGA4gAygDEhsKBndpbmRvdxgPIAEoCzILLnhsYS5XaW5kb3cSRwodY29udm9sdXRpb25fZGltZW5zaW9uX251bWJlcnMYECABKAsyIC54bGEuQ29udm9sdXRpb25EaW1lbnNpb25OdW1iZXJzEhsKE2ZlYXR1cmVfZ3JvdXBfY291bnQYMiABKAMSGQoRYmF0Y2hfZ3JvdXBfY291bnQYOiABKAMSQgoQc2xpY2VfZGltZW5zaW9ucxgRIAMoCzIoLnhsYS5IbG9JbnN0cnVjdGlvblByb3RvLlNsaWNlRGltZW5zaW9ucxIbChNkeW5hbWljX3NsaWNlX3NpemVzGBQgAygDEioKDnBhZGRpbmdfY29uZmlnGBUgASgLMhIueGxhLlBhZGRpbmdDb25maWcSGgoSY3VzdG9tX2NhbGxfdGFyZ2V0GBwgASgJEjcKFWRvdF9kaW1lbnNpb25fbnVtYmVycxgeIAEoCzIYLnhsYS5Eb3REaW1lbnNpb25OdW1iZXJzEhwKFGNvbXBhcmlzb25fZGlyZWN0aW9uGD8gASgJEj0KGGdhdGhlcl9kaW1lbnNpb25fbnVtYmVycxghIAEoCzIbLnhsYS5HYXRoZXJEaW1lbnNpb25OdW1iZXJzEhoKEmdhdGhlcl9zbGljZV9zaXplcxgiIAMoAxIKCgJpZBgjIAEoAxITCgtvcGVyYW5kX2lkcxgkIAMoAxIfChdjb250cm9sX3ByZWRlY2Vzc29yX2lkcxglIAMoAxIeChZjYWxsZWRfY29tcHV0YXRpb25faWRzGCYgAygDEhYKDmJhY2tlbmRfY29uZmlnGCsgASgMEiEKCHNoYXJkaW5nGCggASgLMg8ueGxhLk9wU2hhcmRpbmcSNAoTZnJvbnRlbmRfYXR0cmlidXRlcxhEIAEoCzIXLnhsYS5Gcm9udGVuZEF0dHJpYnV0ZXMSEQoJaXNfc3RhYmxlGDwgASgIEj8KGXNjYXR0ZXJfZGltZW5zaW9uX251bWJlcnMYMCABKAsyHC54bGEuU2NhdHRlckRpbWVuc2lvbk51bWJlcnMSGgoSaW5kaWNlc19hcmVfc29ydGVkGEMgASgIEhYKDnVuaXF1ZV9pbmRpY2VzGEUgASgIEhIKCmNoYW5uZWxfaWQYGiABKAMSKQoOcmVwbGljYV9ncm91cHMYMSADKAsyES54bGEuUmVwbGljYUdyb3VwEh0KFXVzZV9nbG9iYWxfZGV2aWNlX2lkcxhHIAEoCBIYChBjb25zdHJhaW5fbGF5b3V0GDggASgIEi4KE3NvdXJjZV90YXJnZXRfcGFpcnMYNCADKAsyES54bGEuU291cmNlVGFyZ2V0EkAKFmNvbGxlY3RpdmVfZGV2aWNlX2xpc3QYVyABKAsyHi54bGEuQ29sbGVjdGl2ZURldmljZUxpc3RQcm90b0gAEkUKG2lvdGFfY29sbGVjdGl2ZV9kZXZpY2VfbGlzdBhcIAEoCzIeLnhsYS5Jb3RhUmVwbGljYUdyb3VwTGlzdFByb3RvSAASIwobY3VzdG9tX2NhbGxfaGFzX3NpZGVfZWZmZWN0GEEgASgIEjoKF2N1c3RvbV9jYWxsX2FwaV92ZXJzaW9uGE0gASgOMhkueGxhLkN1c3RvbUNhbGxBcGlWZXJzaW9uEjMKGm9wZXJhbmRfc2hhcGVzX3dpdGhfbGF5b3V0GDkgAygLMg8ueGxhLlNoYXBlUHJvdG8SOwoXb3V0cHV0X29wZXJhbmRfYWxpYXNpbmcYSiADKAsyGi54bGEuT3V0cHV0T3BlcmFuZEFsaWFzaW5nEi4KEHByZWNpc2lvbl9jb25maWcYMyABKAsyFC54bGEuUHJlY2lzaW9uQ29uZmlnEh4KFmFzeW5jX2V4ZWN1dGlvbl90aHJlYWQYTyABKAkSFAoMaXNfY29tcG9zaXRlGFkgASgIEhcKD2NvbXBhcmlzb25fdHlwZRhIIAEoCRIVCg1leHBvbmVudF9iaXRzGBIgASgFEhUKDW1hbnRpc3NhX2JpdHMYEyABKAUSFgoOb3V0ZmVlZF9jb25maWcYFiABKAwSJgoNb3V0ZmVlZF9zaGFwZRgdIAEoCzIPLnhsYS5TaGFwZVByb3RvEhUKDWluZmVlZF9jb25maWcYGyABKAwSLQoMZGlzdHJpYnV0aW9uGBcgASgOMhcueGxhLlJhbmRvbURpc3RyaWJ1dGlvbhIrCg1ybmdfYWxnb3JpdGhtGEYgASgOMhQueGxhLlJhbmRvbUFsZ29yaXRobRIYChBpc19ob3N0X3RyYW5zZmVyGC8gASgIEkQKHHJhZ2dlZF9kb3RfZGltZW5zaW9uX251bWJlcnMYWiABKAsyHi54bGEuUmFnZ2VkRG90RGltZW5zaW9uTnVtYmVycxISCgppc19yZXZlcnNlGF4gASgIEhMKC251bV9jYXJyaWVzGF8gASgDEiUKDmlzX2Fzc29jaWF0aXZlGGAgASgOMg0ueGxhLlRyaVN0YXRlEiYKHGNyb3NzX3Byb2dyYW1fcHJlZmV0Y2hfaW5kZXgYUCABKAVIARo/Cg9TbGljZURpbWVuc2lvbnMSDQoFc3RhcnQYASABKAMSDQoFbGltaXQYAiABKAMSDgoGc3RyaWRlGAMgASgDQhQKEnJlcGxpY2FfZ3JvdXBfbGlzdEInCiVvcHRpb25hbF9jcm9zc19wcm9ncmFtX3ByZWZldGNoX2luZGV4Ir4BChNIbG9Db21wdXRhdGlvblByb3RvEgwKBG5hbWUYASABKAkSLgoMaW5zdHJ1Y3Rpb25zGAIgAygLMhgueGxhLkhsb0luc3RydWN0aW9uUHJvdG8SLQoNcHJvZ3JhbV9zaGFwZRgEIAEoCzIWLnhsYS5Qcm9ncmFtU2hhcGVQcm90bxIKCgJpZBgFIAEoAxIPCgdyb290X2lkGAYgASgDEh0KFWlzX2Z1c2lvbl9jb21wdXRhdGlvbhgHIAEoCCLMAQoOSGxvTW9kdWxlUHJvdG8SDAoEbmFtZRgBIAEoCRIeChZlbnRyeV9jb21wdXRhdGlvbl9uYW1lGAIgASgJEhwKFGVudHJ5X2NvbXB1dGF0aW9uX2lkGAYgASgDEi4KDGNvbXB1dGF0aW9ucxgDIAMoCzIYLnhsYS5IbG9Db21wdXRhdGlvblByb3RvEjIKEmhvc3RfcHJvZ3JhbV9zaGFwZRgEIAEoCzIWLnhsYS5Qcm9ncmFtU2hhcGVQcm90bxIKCgJpZBgFIAEoAyq0AQoUQ3VzdG9tQ2FsbEFwaVZlcnNpb24SGwoXQVBJX1ZFUlNJT05fVU5TUEVDSUZJRUQQABIYChRBUElfVkVSU0lPTl9PUklHSU5BTBABEiAKHEFQSV9WRVJTSU9OX1NUQVRVU19SRVRVUk5JTkcQAhIoCiRBUElfVkVSU0lPTl9TVEFUVVNfUkVUVVJOSU5HX1VOSUZJRUQQAxIZChVBUElfVkVSU0lPTl9UWVBFRF9GRkkQBGIGcHJvdG8z", [file_xla_data]);
 
 /**
  * Serialization of HloInstruction.
@@ -342,6 +342,95 @@ export type HloInstructionProto = Message<"xla.HloInstructionProto"> & {
    * @generated from field: string comparison_type = 72;
    */
   comparisonType: string;
+
+  /**
+   * reduce-precision: the bits of the exponent and mantissa it rounds to.
+   *
+   * @generated from field: int32 exponent_bits = 18;
+   */
+  exponentBits: number;
+
+  /**
+   * @generated from field: int32 mantissa_bits = 19;
+   */
+  mantissaBits: number;
+
+  /**
+   * outfeed: the configuration string and the shape of the data sent.
+   *
+   * @generated from field: bytes outfeed_config = 22;
+   */
+  outfeedConfig: Uint8Array;
+
+  /**
+   * @generated from field: xla.ShapeProto outfeed_shape = 29;
+   */
+  outfeedShape?: ShapeProto | undefined;
+
+  /**
+   * infeed: the configuration string.
+   *
+   * @generated from field: bytes infeed_config = 27;
+   */
+  infeedConfig: Uint8Array;
+
+  /**
+   * rng: the distribution of the numbers.
+   *
+   * @generated from field: xla.RandomDistribution distribution = 23;
+   */
+  distribution: RandomDistribution;
+
+  /**
+   * rng-bit-generator: the algorithm.
+   *
+   * @generated from field: xla.RandomAlgorithm rng_algorithm = 70;
+   */
+  rngAlgorithm: RandomAlgorithm;
+
+  /**
+   * send, recv and their -done: whether the transfer is with the host.
+   *
+   * @generated from field: bool is_host_transfer = 47;
+   */
+  isHostTransfer: boolean;
+
+  /**
+   * ragged-dot: its dot dimension numbers with the ragged and group dims.
+   *
+   * @generated from field: xla.RaggedDotDimensionNumbers ragged_dot_dimension_numbers = 90;
+   */
+  raggedDotDimensionNumbers?: RaggedDotDimensionNumbers | undefined;
+
+  /**
+   * scan: backwards, how many trailing operands are carries, whether to_apply is associative.
+   *
+   * @generated from field: bool is_reverse = 94;
+   */
+  isReverse: boolean;
+
+  /**
+   * @generated from field: int64 num_carries = 95;
+   */
+  numCarries: bigint;
+
+  /**
+   * @generated from field: xla.TriState is_associative = 96;
+   */
+  isAssociative: TriState;
+
+  /**
+   * copy-start: the cross-program-prefetch index (proto3's optional, as XLA writes it).
+   *
+   * @generated from oneof xla.HloInstructionProto.optional_cross_program_prefetch_index
+   */
+  optionalCrossProgramPrefetchIndex: {
+    /**
+     * @generated from field: int32 cross_program_prefetch_index = 80;
+     */
+    value: number;
+    case: "crossProgramPrefetchIndex";
+  } | { case: undefined; value?: undefined };
 };
 
 /**

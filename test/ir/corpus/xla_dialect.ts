@@ -2,7 +2,9 @@
 // taken from XLA): tiled and memory-space layouts, inferred result shapes, nested instructions,
 // a scalar broadcast without dimensions=, shardings and frontend attributes, bitcast, replica
 // and partition ids, tokens, collectives, custom-call / dot / call attributes, async calls,
-// 8-bit floats. test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
+// 8-bit floats, transfers (send/recv, infeed/outfeed), copies, rng, reduce-precision, ragged-dot,
+// map, scan, ragged-all-to-all, collective-broadcast.
+// test/xla/xla.test.ts checks XLA loads what Kiln makes of each and that XLA's
 // own print and proto of it read back into the same module.
 
 export const XLA_DIALECT_MODULES: Record<string, string> = {
@@ -142,6 +144,92 @@ ENTRY e {
   p = token[] parameter(0)
   a = token[] after-all()
   ROOT b = token[] after-all(p, a)
+}
+`,
+  transfers: `HloModule transfers
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  s = u64[2] parameter(1)
+  tok = token[] after-all()
+  dep = f32[4] add-dependency(x, tok)
+  snd = (f32[4], u32[], token[]) send(dep, tok), channel_id=1, is_host_transfer=true
+  sd = token[] send-done(snd), channel_id=1, is_host_transfer=true
+  rcv = (f32[4], u32[], token[]) recv(sd), channel_id=2
+  rd = (f32[4], token[]) recv-done(rcv), channel_id=2
+  rx = f32[4] get-tuple-element(rd), index=0
+  feed = (f32[2], token[]) infeed(tok), infeed_config="cfg"
+  outf = token[] outfeed(x, tok), outfeed_config="out"
+  cs = (f32[4], f32[4], u32[]) copy-start(x), cross_program_prefetch_index=0
+  cd = f32[4] copy-done(cs)
+  ob = (f32[4], token[]) opt-barrier(rd)
+  obx = f32[4] get-tuple-element(ob), index=0
+  y = bf16[4] convert(x)
+  rp = bf16[4] reduce-precision(y), exponent_bits=5, mantissa_bits=2
+  zero = f32[] constant(0)
+  one = f32[] constant(1)
+  r = f32[3] rng(zero, one), distribution=rng_normal
+  rbg = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_philox
+  ROOT t = (f32[4], token[], f32[4], (f32[2], token[]), token[], f32[4], f32[4], bf16[4], f32[3],
+    (u64[2], u32[4])) tuple(dep, sd, rx, feed, outf, cd, obx, rp, r, rbg)
+}
+`,
+  grouped: `HloModule grouped
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+step {
+  x = f32[] parameter(0)
+  c = f32[] parameter(1)
+  n = f32[] add(x, c)
+  ROOT t = (f32[], f32[]) tuple(n, n)
+}
+
+ENTRY e {
+  l = f32[11,5] parameter(0)
+  r = f32[3,5,7] parameter(1)
+  g = s32[3] parameter(2)
+  rd = f32[11,7] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},
+    lhs_ragged_dims={0}, rhs_group_dims={0}
+  v = f32[4] parameter(3)
+  z = f32[] constant(0)
+  m = f32[4] map(v, v), dimensions={0}, to_apply=add
+  sc = (f32[4], f32[]) scan(v, z), dimensions={0}, num_carries=1, is_associative=true, to_apply=step
+  sr = (f32[4], f32[]) scan(v, z), dimensions={0}, num_carries=1, is_reverse=true,
+    is_associative=false, to_apply=step
+  o = f32[6] parameter(4)
+  off = s32[2] parameter(5)
+  ra = f32[6] ragged-all-to-all(v, o, off, off, off, off), replica_groups={{0,1}}
+  cb = f32[4] collective-broadcast(v), replica_groups={{0,1}}, channel_id=2
+  ROOT t = (f32[11,7], f32[4], (f32[4], f32[]), (f32[4], f32[]), f32[6], f32[4])
+    tuple(rd, m, sc, sr, ra, cb)
+}
+`,
+  custom_called: `HloModule custom_called
+
+%gt (a: f32[], b: f32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = pred[] compare(f32[] %a, f32[] %b), direction=GT
+}
+
+%host (p: f32[2,2]) -> f32[2,2] {
+  %p = f32[2,2] parameter(0)
+  ROOT %n = f32[2,2] negate(f32[2,2] %p)
+}
+
+ENTRY %main (x: f32[8,64], y: f32[2,2]) -> ((f32[8,4], s32[8,4]), f32[2,2]) {
+  %x = f32[8,64] parameter(0)
+  %y = f32[2,2] parameter(1)
+  %topk = (f32[8,4], s32[8,4]) custom-call(f32[8,64] %x), custom_call_target="TopK",
+      called_computations={%gt}
+  %h = f32[2,2] custom-call(f32[2,2] %y), custom_call_target="HostExecute",
+      called_computations={%host, %gt}, output_to_operand_aliasing={{}: (0, {})}
+  ROOT %t = ((f32[8,4], s32[8,4]), f32[2,2]) tuple((f32[8,4], s32[8,4]) %topk, f32[2,2] %h)
 }
 `,
 };
