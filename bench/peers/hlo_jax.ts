@@ -11,6 +11,7 @@ import {
   type HostArray,
   type InputArray,
   int32View,
+  type Lowered,
   lowerModule,
   type PeerOps,
   type PeerType,
@@ -114,8 +115,20 @@ export interface JaxNamespace {
   jit(fn: (...xs: A[]) => A[]): ((...xs: A[]) => A[]) & { dispose(): void };
 }
 
-/** Runs `module`'s ENTRY computation on jax-js under jit; see TranslatedFn. */
-export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
+/**
+ * The translated module as a traceable jax-js function: `trace(xs)` runs the lowering on `xs`
+ * (parameter order; it consumes them, as a jax-js op consumes its operands) and returns the
+ * outputs, every intermediate disposed — call it inside `jax.jit`, `jax.grad` or both.
+ * `upload` puts a host array on jax-js as the parameter's type.
+ */
+export interface JaxLowering {
+  lowered: Lowered;
+  trace(xs: A[]): A[];
+  upload(data: InputArray, type: PeerType, dims: number[], what: string): A;
+}
+
+/** See JaxLowering. */
+export function jaxLowering(jax: JaxNamespace, module: Module): JaxLowering {
   const lowered = lowerModule(module);
   const np = jax.numpy;
   const dtype = (t: PeerType): unknown =>
@@ -264,15 +277,23 @@ export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
     take: (x, idx, axis) => own(np.take(x.ref, idx.ref, axis)),
   };
 
-  const jitted = jax.jit((...xs: A[]): A[] => {
+  const trace = (xs: A[]): A[] => {
+    const outer = created;
     created = [];
     const ys = lowered.run(ops, xs);
     const out = ys.map((y) => y.ref);
     for (const a of created) a.dispose();
     for (const x of xs) x.dispose();
-    created = [];
+    created = outer;
     return out;
-  });
+  };
+  return { lowered, trace, upload };
+}
+
+/** Runs `module`'s ENTRY computation on jax-js under jit; see TranslatedFn. */
+export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
+  const { lowered, trace, upload } = jaxLowering(jax, module);
+  const jitted = jax.jit((...xs: A[]): A[] => trace(xs));
   const run = (inputs: readonly A[]): Float32Array[] => {
     // dataSync() consumes the array (jax-js disposes it after reading).
     return jitted(...inputs.map((x) => x.ref)).map((y) => toFloat32(y.dataSync()));
