@@ -162,7 +162,7 @@ async function jaxStep(g: ReturnType<typeof readTrainGraph>): Promise<Step> {
   if (!got.includes("wasm")) throw new Error("jax-js: the wasm device did not initialize");
   jax.defaultDevice("wasm");
   const np = jax.numpy;
-  const { lowered, trace, upload } = jaxLowering(jax, g.module);
+  const { lowered, trace, upload } = jaxLowering(jax, g.module, { takeAsOneHot: true });
   const spec = g.spec;
   const h = spec.hyper;
   const nP = spec.trainable.length;
