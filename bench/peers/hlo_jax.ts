@@ -338,8 +338,12 @@ export function jaxLowering(
 }
 
 /** Runs `module`'s ENTRY computation on jax-js under jit; see TranslatedFn. */
-export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
-  const { lowered, trace, upload } = jaxLowering(jax, module);
+export function hloToJax(
+  jax: JaxNamespace,
+  module: Module,
+  options: JaxLoweringOptions = {},
+): TranslatedFn {
+  const { lowered, trace, upload } = jaxLowering(jax, module, options);
   const jitted = jax.jit((...xs: A[]): A[] => trace(xs));
   const run = (inputs: readonly A[]): Float32Array[] => {
     // dataSync() consumes the array (jax-js disposes it after reading).
