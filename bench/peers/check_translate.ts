@@ -2,8 +2,9 @@
 // zoo model it captures the forward graph lazy mode hands to the program cache (the module the
 // bench translates), computes the reference with Kiln's evaluator on the very inputs lazy mode
 // fed it (weights included), runs the translation on each available peer and prints the largest
-// difference per model × peer. Also a GPT-2 static-cache step (the generation workload's graph:
-// dynamic-update-slice, a tuple of logits and caches).
+// difference per model × peer (jax-js twice: also with take as a one-hot contraction, as the
+// training bench's jax-js rows lower it). Also a GPT-2 static-cache step (the generation
+// workload's graph: dynamic-update-slice, a tuple of logits and caches).
 //
 //   npx tsx bench/peers/check_translate.ts            tiny configs of every zoo model
 //   npx tsx bench/peers/check_translate.ts --full     also GPT-2 small / BERT-base at seq 128,
@@ -275,17 +276,21 @@ async function loadPeers(): Promise<Peer[]> {
       };
       if (!(await jax.init("wasm")).includes("wasm")) throw new Error("no wasm device");
       jax.defaultDevice("wasm");
-      peers.push({
-        name: "jax-js jit (wasm)",
-        run: async (m, inputs) => {
-          const f = hloToJax(jax, m);
-          try {
-            return f(inputs);
-          } finally {
-            f.dispose();
-          }
-        },
-      });
+      // The training bench's jax-js rows lower take as a one-hot contraction (hlo_jax.ts,
+      // takeAsOneHot): checked here on the same graphs as the plain lowering.
+      for (const takeAsOneHot of [false, true]) {
+        peers.push({
+          name: takeAsOneHot ? "jax-js jit (wasm, take as one-hot)" : "jax-js jit (wasm)",
+          run: async (m, inputs) => {
+            const f = hloToJax(jax, m, { takeAsOneHot });
+            try {
+              return f(inputs);
+            } finally {
+              f.dispose();
+            }
+          },
+        });
+      }
     } catch (e) {
       peers.push({ name: "jax-js jit (wasm)", missing: why(e) });
     }

@@ -11,9 +11,12 @@ import {
   type HostArray,
   type InputArray,
   int32View,
+  type Lowered,
   lowerModule,
   type PeerOps,
   type PeerType,
+  prod,
+  range,
   toFloat32,
   type TranslatedFn,
   translatedFn,
@@ -23,6 +26,7 @@ import {
 export interface JaxArray {
   readonly ref: JaxArray;
   readonly shape: number[];
+  readonly dtype: unknown;
   dataSync(): ArrayLike<number>;
   dispose(): void;
   slice(...index: [number, number][]): JaxArray;
@@ -114,8 +118,35 @@ export interface JaxNamespace {
   jit(fn: (...xs: A[]) => A[]): ((...xs: A[]) => A[]) & { dispose(): void };
 }
 
-/** Runs `module`'s ENTRY computation on jax-js under jit; see TranslatedFn. */
-export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
+/**
+ * The translated module as a traceable jax-js function: `trace(xs)` runs the lowering on `xs`
+ * (parameter order; it consumes them, as a jax-js op consumes its operands) and returns the
+ * outputs, every intermediate disposed — call it inside `jax.jit`, `jax.grad` or both.
+ * `upload` puts a host array on jax-js as the parameter's type.
+ */
+export interface JaxLowering {
+  lowered: Lowered;
+  trace(xs: A[]): A[];
+  upload(data: InputArray, type: PeerType, dims: number[], what: string): A;
+}
+
+export interface JaxLoweringOptions {
+  /**
+   * Lowers a take from an f32 array as a one-hot contraction (onehot(idx) · x) instead of
+   * np.take, for graphs that are differentiated: take's transpose is a scatter, and jax-js
+   * 0.1.25's jit rejects a scatter whose operand is a view ("routine primitive scatter input
+   * is not imm"), which a gradient's zeros are; a dot's transpose is a dot. Same values (each
+   * output element is one product with 1, plus zeros).
+   */
+  takeAsOneHot?: boolean;
+}
+
+/** See JaxLowering. */
+export function jaxLowering(
+  jax: JaxNamespace,
+  module: Module,
+  options: JaxLoweringOptions = {},
+): JaxLowering {
   const lowered = lowerModule(module);
   const np = jax.numpy;
   const dtype = (t: PeerType): unknown =>
@@ -261,18 +292,59 @@ export function hloToJax(jax: JaxNamespace, module: Module): TranslatedFn {
       const reduce = kind === "max" ? (w: A) => np.max(w) : (w: A) => np.sum(w);
       return own(jax.lax.reduceWindow(padded.ref, reduce, spec.window, spec.strides));
     },
-    take: (x, idx, axis) => own(np.take(x.ref, idx.ref, axis)),
+    take(x, idx, axis, xDims, idxDims) {
+      if (!options.takeAsOneHot || x.dtype !== np.float32) {
+        return own(np.take(x.ref, idx.ref, axis));
+      }
+      const n = xDims[axis]!;
+      const p = prod(idxDims);
+      const pre = xDims.slice(0, axis);
+      const post = xDims.slice(axis + 1);
+      const iota = constant({ type: "s32", dims: [1, n], data: Int32Array.from(range(n)) });
+      const ids = own(np.broadcastTo(own(np.reshape(idx.ref, [p, 1])).ref, [p, n]));
+      const hot = own(
+        np.astype(own(np.equal(ids.ref, own(np.broadcastTo(iota.ref, [p, n])).ref)).ref, np.float32),
+      );
+      // x with `axis` first, as [n, rest]; the product is [idx..., pre..., post...].
+      const xt = axis === 0 ? x : own(np.transpose(x.ref, [axis, ...range(axis), ...range(post.length, axis + 1)]));
+      const x2 = own(np.reshape(xt.ref, [n, prod(pre) * prod(post)]));
+      const y = own(
+        jax.lax.dot(hot.ref, x2.ref, {
+          lhsContractingDims: [1],
+          rhsContractingDims: [0],
+          lhsBatchDims: [],
+          rhsBatchDims: [],
+        }),
+      );
+      const yd = own(np.reshape(y.ref, [...idxDims, ...pre, ...post]));
+      if (pre.length === 0) return yd;
+      const ni = idxDims.length;
+      const perm = [...range(pre.length, ni), ...range(ni), ...range(post.length, ni + pre.length)];
+      return own(np.transpose(yd.ref, perm));
+    },
   };
 
-  const jitted = jax.jit((...xs: A[]): A[] => {
+  const trace = (xs: A[]): A[] => {
+    const outer = created;
     created = [];
     const ys = lowered.run(ops, xs);
     const out = ys.map((y) => y.ref);
     for (const a of created) a.dispose();
     for (const x of xs) x.dispose();
-    created = [];
+    created = outer;
     return out;
-  });
+  };
+  return { lowered, trace, upload };
+}
+
+/** Runs `module`'s ENTRY computation on jax-js under jit; see TranslatedFn. */
+export function hloToJax(
+  jax: JaxNamespace,
+  module: Module,
+  options: JaxLoweringOptions = {},
+): TranslatedFn {
+  const { lowered, trace, upload } = jaxLowering(jax, module, options);
+  const jitted = jax.jit((...xs: A[]): A[] => trace(xs));
   const run = (inputs: readonly A[]): Float32Array[] => {
     // dataSync() consumes the array (jax-js disposes it after reading).
     return jitted(...inputs.map((x) => x.ref)).map((y) => toFloat32(y.dataSync()));

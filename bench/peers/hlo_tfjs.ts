@@ -111,7 +111,8 @@ const DTYPE = {
   pred: "bool",
 } as const satisfies Record<PeerType, TfDtype>;
 
-function upload(tf: TfNamespace, a: InputArray, type: PeerType, dims: number[], what: string): T {
+/** A host array as a tfjs tensor of the peer type (s64 as int32, pred as bool). */
+export function upload(tf: TfNamespace, a: InputArray, type: PeerType, dims: number[], what: string): T {
   const data = type === "pred" ? a : int32View(a, what);
   if (data instanceof Uint8Array && type !== "pred") {
     throw new Error(`${what}: a Uint8Array for a ${type} value`);
@@ -119,10 +120,12 @@ function upload(tf: TfNamespace, a: InputArray, type: PeerType, dims: number[], 
   return tf.tensor(data as Float32Array | Int32Array | Uint8Array, dims, DTYPE[type]);
 }
 
-/** Runs `module`'s ENTRY computation on tfjs; see TranslatedFn. */
-export function hloToTfjs(tf: TfNamespace, module: Module): TranslatedFn {
-  const lowered = lowerModule(module);
-  // Constants are uploaded once, on first use, and kept across calls.
+/**
+ * The primitive ops (hlo_common.ts's PeerOps) on tfjs: plain tfjs-core calls, so they run
+ * inside `tf.tidy` and under tfjs's autodiff (`tf.variableGrads`) alike; `dispose` frees the
+ * constants they uploaded (once each, on first use, kept across calls).
+ */
+export function tfjsOps(tf: TfNamespace): { ops: PeerOps<T>; dispose(): void } {
   const constants = new Map<HostArray, T>();
   const unary: Record<UnaryKind, Unary> = {
     neg: tf.neg,
@@ -301,7 +304,19 @@ export function hloToTfjs(tf: TfNamespace, module: Module): TranslatedFn {
     },
     take: (x, idx, axis) => tf.gather(x, idx, axis),
   };
+  return {
+    ops,
+    dispose() {
+      for (const t of constants.values()) t.dispose();
+      constants.clear();
+    },
+  };
+}
 
+/** Runs `module`'s ENTRY computation on tfjs; see TranslatedFn. */
+export function hloToTfjs(tf: TfNamespace, module: Module): TranslatedFn {
+  const lowered = lowerModule(module);
+  const { ops, dispose } = tfjsOps(tf);
   const run = (inputs: readonly T[]): Float32Array[] => {
     const outs = tf.tidy(() => lowered.run(ops, [...inputs]).map((y) => tf.reshape(y, y.shape)));
     try {
@@ -315,9 +330,6 @@ export function hloToTfjs(tf: TfNamespace, module: Module): TranslatedFn {
     lowered,
     (a, p, what) => upload(tf, a, p.type, p.dims, what),
     run,
-    () => {
-      for (const t of constants.values()) t.dispose();
-      constants.clear();
-    },
+    dispose,
   );
 }
