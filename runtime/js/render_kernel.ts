@@ -397,7 +397,6 @@ export class JsKernelRenderer {
           case "f8e5m2fnuz":
           case "f8e4m3b11fnuz":
           case "token":
-    case "token":
             // Declined before rendering (runtime/kernel/program.ts): no kernel computes in these.
             throw new Error(`${n.type} has no kernel type`);
           default: {
