@@ -58,15 +58,12 @@ import {
   type Tensor,
   tensor,
 } from "../../index.ts";
-import type { EvalValue } from "../../ir/evaluate.ts";
 import { Literal, type LiteralData, storageCtor } from "../../ir/literal.ts";
 import type { Module } from "../../ir/module.ts";
 import { moduleFromProto, moduleToProto } from "../../ir/proto.ts";
 import type { ElementType } from "../../ir/shape.ts";
 import { bert, gpt2, resnet } from "../../models/index.ts";
 import { fullConfig as gpt2Full, GPT2Block } from "../../models/gpt2.ts";
-import type { Executable } from "../../runtime/backend.ts";
-import type { CacheResult } from "../../runtime/cache.ts";
 import { compileModule } from "../../runtime/compile.ts";
 import { backendNames, getBackend, ProgramCache } from "../../runtime/index.ts";
 import { nativeThreads, setNativeThreads } from "../../runtime/native/backend.ts";
@@ -99,6 +96,7 @@ import {
 } from "./harness.ts";
 import { float32, int64, type OnnxGraph, type OnnxNode, onnxModel } from "./onnx.ts";
 import { setGradEnabled } from "../../tensor/autograd.ts";
+import { captureGraph, type CapturedGraph } from "./train_graph.ts";
 
 // Inference only: no autograd recording (as PyTorch benchmarks run under no_grad), so
 // parameters that require grad do not keep every activation of a forward alive.
@@ -481,57 +479,9 @@ function readGraph(dir: string): CapturedGraph & { extra: Record<string, number>
 
 // -- capturing a model's forward as lazy mode builds it ----------------------------------------
 
-interface CapturedGraph {
-  module: Module;
-  /** The entry parameters' values, in order (weights, ids, masks: whatever the graph reads). */
-  params: Literal[];
-}
-
-class Captured extends Error {
-  constructor(readonly graph: CapturedGraph) {
-    super("bench: graph captured");
-  }
-}
-
-/**
- * Hands lazy mode an executable that records the module and the values it is run on, then
- * stops: the unoptimized traced graph and its parameters, exactly what compileModule would get.
- */
-class CapturingCache extends ProgramCache {
-  override getOrCompile(module: Module): CacheResult {
-    const executable: Executable = {
-      backend: "capture",
-      module,
-      run(inputs: readonly EvalValue[]): EvalValue {
-        const params = inputs.map((v, i) => {
-          if (!(v instanceof Literal)) throw new Error(`bench: parameter ${i} is a tuple`);
-          return v;
-        });
-        throw new Captured({ module, params });
-      },
-    };
-    return { executable, hit: "miss", key: "capture" };
-  }
-}
-
-/** A forward pass's whole graph as lazy mode builds it, with the values it runs on. */
-function capture(f: () => Tensor): CapturedGraph {
-  // A remembered graph structure would skip the cache; and the capturing executable must not
-  // stay remembered for the lazy rows that run later in this process.
-  clearLazyGraphs();
-  try {
-    const cache = new CapturingCache({ disk: false });
-    const opts = { backend: "js", cache, maxDepth: 1e9, cutRepeats: false };
-    lazy(f, opts).data();
-  } catch (e) {
-    const c = e instanceof Captured ? e : e instanceof Error ? e.cause : undefined;
-    if (c instanceof Captured) return c.graph;
-    throw e;
-  } finally {
-    clearLazyGraphs();
-  }
-  throw new Error("bench: lazy mode compiled nothing");
-}
+// captureGraph (train_graph.ts): the unoptimized traced graph and its parameters, exactly what
+// compileModule would get; the training rows capture their loss graphs the same way.
+const capture = captureGraph;
 
 // -- workloads over plain arrays: every process builds the inputs from the same seeds ----------
 
