@@ -1047,6 +1047,19 @@ class Parser {
     return { name, pos };
   }
 
+  /** `{a, b, ...}`: computations by name (or inline), for the attribute `attr`. */
+  computationRefList(attr: string): NameRef[] {
+    this.expect("{", `to open ${attr}`);
+    const refs: NameRef[] = [];
+    if (this.eat("}")) return refs;
+    for (;;) {
+      refs.push(this.computationRef());
+      if (this.eat(",")) continue;
+      if (this.eat("}")) return refs;
+      this.fail(`',' or '}' in ${attr}`);
+    }
+  }
+
   slice(): SliceDim[] {
     this.expect("{", "to open the slice");
     const out: SliceDim[] = [];
@@ -1584,33 +1597,11 @@ const ATTR_PARSERS = {
   body: (p, d) => void (d.refs.body = [p.computationRef()]),
   true_computation: (p, d) => void (d.refs.true_computation = [p.computationRef()]),
   false_computation: (p, d) => void (d.refs.false_computation = [p.computationRef()]),
-  branch_computations: (p, d) => {
-    p.expect("{", "to open the list of branch computations");
-    const refs: NameRef[] = [];
-    if (!p.eat("}")) {
-      for (;;) {
-        refs.push(p.computationRef());
-        if (p.eat(",")) continue;
-        if (p.eat("}")) break;
-        p.fail("',' or '}' in branch_computations");
-      }
-    }
-    d.refs.branch_computations = refs;
-  },
+  branch_computations: (p, d) =>
+    void (d.refs.branch_computations = p.computationRefList("branch_computations")),
   custom_call_target: (p, d) => void (d.attrs.customCallTarget = p.string()),
-  called_computations: (p, d) => {
-    p.expect("{", "to open called_computations");
-    const refs: NameRef[] = [];
-    if (!p.eat("}")) {
-      for (;;) {
-        refs.push(p.computationRef());
-        if (p.eat(",")) continue;
-        if (p.eat("}")) break;
-        p.fail("',' or '}' in called_computations");
-      }
-    }
-    d.refs.called_computations = refs;
-  },
+  called_computations: (p, d) =>
+    void (d.refs.called_computations = p.computationRefList("called_computations")),
   custom_call_has_side_effect: (p, d) => void (d.attrs.customCallHasSideEffect = p.bool()),
   output_to_operand_aliasing: (p, d) => void (d.attrs.outputToOperandAliasing = p.aliasing()),
   api_version: (p, d) => {
